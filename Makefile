@@ -1,0 +1,42 @@
+# Every target installs into .venv as needed, so a fresh clone needs only `make demo` / `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+STORE ?= demo-store
+OUT ?= demo-out
+
+.PHONY: install demo test test-all lint format bench sample clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	rm -rf $(STORE) $(OUT)
+	$(BIN)/philly-analyze ingest sample_data --store $(STORE)
+
+test: $(STAMP)
+	$(BIN)/pytest -n 2
+
+test-all: $(STAMP)
+	$(BIN)/pytest -n 2 -m ''
+
+lint: $(STAMP)
+	$(BIN)/ruff check philly_analyze tests bench
+	$(BIN)/ruff format --check philly_analyze tests bench
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix philly_analyze tests bench
+	$(BIN)/ruff format philly_analyze tests bench
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) $(STORE) $(OUT) build *.egg-info .pytest_cache .ruff_cache bench-out
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,76 @@
+"""The ``philly-analyze`` command: a click group whose verbs load lazily (fast ``--help``).
+
+Each verb lives in its own module ``philly_analyze.cli.<verb>`` exposing a click command named
+``command``; it parses options, calls the library and prints. Errors the user can fix
+(``UserError``) print one line and exit 1; Ctrl-C exits 130.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from typing import Any
+
+import click
+
+from philly_analyze import __version__
+
+#: verb -> (module, one-line help). Adding a verb touches this table and one new module.
+VERBS: dict[str, tuple[str, str]] = {
+    "ingest": ("philly_analyze.cli.ingest", "Read traces and logs into a store."),
+    "report": ("philly_analyze.cli.report", "Compute the paper's analyses on a store."),
+    "replay": ("philly_analyze.cli.replay", "Replay a store's jobs through a scheduler policy."),
+    "synth": ("philly_analyze.cli.synth", "Write a synthetic cluster history in every format."),
+    "sweep": ("philly_analyze.cli.sweep", "Run many replays over parameters and seeds."),
+}
+
+
+class LazyGroup(click.Group):
+    """Imports a verb's module only when that verb runs (or its --help is asked)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [v for v in VERBS if _available(v)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in VERBS or not _available(cmd_name):
+            return None
+        module = importlib.import_module(VERBS[cmd_name][0])
+        return module.command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(v, VERBS[v][1]) for v in self.list_commands(ctx)]
+        if not rows:
+            return
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from philly_analyze.errors import UserError
+
+        try:
+            return super().invoke(ctx)
+        except UserError as e:
+            click.echo(f"error: {e.format()}", err=True)
+            sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+
+def _available(verb: str) -> bool:
+    return importlib.util.find_spec(VERBS[verb][0]) is not None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="philly-analyze")
+def main() -> None:
+    """Analyse multi-tenant GPU cluster traces (the ATC'19 Philly study) and ask what another
+    scheduler, or MuxFlow-style GPU sharing, would have changed.
+
+    \b
+    Example:
+      philly-analyze ingest trace-data.tar.gz --store philly-store
+      philly-analyze report --store philly-store --format html -o report.html
+      philly-analyze replay --store philly-store --policy philly,relaxed
+    """

@@ -1,0 +1,170 @@
+"""``philly-analyze ingest``: thin wrapper over ``philly_analyze.ingest.pipeline``."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from philly_analyze.cli.options import quiet_option, store_option
+from philly_analyze.errors import UserError
+from philly_analyze.ingest.formats import IngestContext, get_format, load_formats
+from philly_analyze.ingest.pipeline import IngestReport, SourceOutcome, check_report, ingest_paths
+from philly_analyze.progress import stderr_console, track
+from philly_analyze.store import Store
+from philly_analyze.timeutil import DEFAULT_TIMEZONE, check_timezone
+
+
+def _format_names() -> list[str]:
+    return [f.name for f in load_formats()]
+
+
+@click.command(
+    "ingest",
+    epilog="""\b
+Examples:
+  philly-analyze ingest trace-data.tar.gz --store philly-store
+  philly-analyze ingest sample_data/ --store demo-store
+  philly-analyze ingest rm.log rm.log.1.gz logs/ --timezone UTC
+""",
+)
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@store_option("Store directory to create or add to.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Re-read sources already ingested, dropping what they gave before.",
+)
+@click.option(
+    "--timezone",
+    default=DEFAULT_TIMEZONE,
+    show_default=True,
+    help="IANA zone the logs' wall-clock times were written in (stored as UTC).",
+)
+@click.option(
+    "--format", "format_name", default=None, help="Skip detection: read every file as this format."
+)
+@click.option(
+    "--framework-mapping",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="CSV (path,job_id,attempt_idx) naming the job attempt of each framework log.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@quiet_option()
+def command(
+    paths: tuple[Path, ...],
+    store_path: str,
+    replace: bool,
+    timezone: str,
+    format_name: str | None,
+    framework_mapping: Path | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Read traces and logs into a store (Parquet + DuckDB catalog).
+
+    PATHS are files, folders (walked recursively), .gz/.bz2/.xz files or tar archives such as
+    the published trace-data.tar.gz (streamed, never extracted). Formats are detected from the
+    content; each file's detected format is printed. Re-running on the same files changes
+    nothing; --replace re-reads them.
+    """
+    check_timezone(timezone)
+    fmt = None
+    if format_name is not None:
+        try:
+            fmt = get_format(format_name)
+        except KeyError:
+            raise click.BadParameter(
+                f"unknown format {format_name!r}; choose from {', '.join(_format_names())}",
+                param_hint="--format",
+            ) from None
+    mapping = _read_mapping(framework_mapping) if framework_mapping else {}
+    console = stderr_console()
+
+    def show(o: SourceOutcome) -> None:
+        if quiet:
+            return
+        style = {"ingested": "green", "skipped": "yellow", "unknown": "yellow", "error": "red"}[
+            o.status
+        ]
+        rows = sum(o.rows.values())
+        detail = f"{rows:,} rows" if o.status == "ingested" else o.message
+        if o.rejected:
+            detail += f", {o.rejected:,} rejected"
+        console.print(
+            f"[{style}]{o.status:>8}[/] {o.name} [dim]({o.format or '?'})[/] {detail}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    with Store(store_path) as store, track("reading", None, quiet=quiet) as tracker:
+        ctx = IngestContext(timezone=timezone, tracker=tracker, framework_mapping=mapping)
+        report = ingest_paths(
+            store, paths, ctx=ctx, replace=replace, force_format=fmt, on_outcome=show
+        )
+        counts = store.row_counts()
+    if as_json:
+        click.echo(json.dumps(_summary_json(report, counts), indent=2))
+    elif not quiet:
+        console.print(_summary_table(report, counts))
+        for note in report.notes:
+            console.print(f"note: {note}", highlight=False)
+    check_report(report)
+
+
+def _read_mapping(path: Path) -> dict[str, tuple[str, int]]:
+    out: dict[str, tuple[str, int]] = {}
+    with open(path, newline="") as f:
+        for i, row in enumerate(csv.reader(f), 1):
+            if i == 1 and row and row[0].strip().lower() == "path":
+                continue
+            if len(row) != 3:
+                raise UserError(
+                    "expected 3 fields: path,job_id,attempt_idx", source=str(path), line=i
+                )
+            try:
+                out[row[0].strip()] = (row[1].strip(), int(row[2]))
+            except ValueError:
+                raise UserError(
+                    f"attempt_idx {row[2]!r} is not an integer", source=str(path), line=i
+                ) from None
+    return out
+
+
+def _summary_table(report: IngestReport, counts: dict[str, int]) -> Table:
+    added = report.rows_by_table()
+    t = Table(
+        title=f"ingest: {report.seconds:.1f} s, {report.rejected:,} rows rejected",
+        title_justify="left",
+    )
+    t.add_column("table")
+    t.add_column("added", justify="right")
+    t.add_column("in store", justify="right")
+    for name, n in counts.items():
+        if n or added.get(name):
+            t.add_row(name, f"{added.get(name, 0):,}", f"{n:,}")
+    return t
+
+
+def _summary_json(report: IngestReport, counts: dict[str, int]) -> dict:
+    return {
+        "seconds": round(report.seconds, 3),
+        "rejected": report.rejected,
+        "sources": [
+            {
+                "source": o.name,
+                "format": o.format,
+                "status": o.status,
+                "message": o.message,
+                "rows": o.rows,
+                "rejected": o.rejected,
+            }
+            for o in report.outcomes
+        ],
+        "rows_added": report.rows_by_table(),
+        "rows_in_store": counts,
+        "notes": report.notes,
+    }

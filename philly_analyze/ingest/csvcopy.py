@@ -1,0 +1,195 @@
+"""Large CSV time series straight from DuckDB's CSV reader to staged Parquet.
+
+DuckDB parses in parallel and writes Parquet without Python touching rows, which keeps ingest
+close to DuckDB's own CSV-to-Parquet speed. Columns are always declared (auto-detection fails
+on the Philly files' trailing comma). Bad rows:
+
+- wrong number of fields, or a value that is not a number: DuckDB's reject tables give the line,
+  recorded in ``rejects``;
+- an unparsable time: the strict query stops on the first one; the source is then read again
+  tolerantly (bad rows skipped) and scanned in Python to find those lines for ``rejects``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import duckdb
+
+from philly_analyze.errors import InputFormatError
+from philly_analyze.ingest.source import Source
+from philly_analyze.progress import NullTracker, Tracker
+from philly_analyze.store import Batch, sql_literal
+
+#: Zone suffix -> hours to add to the wall-clock time to get UTC.
+_SUFFIX_TO_UTC_HOURS = {"PDT": 7, "PST": 8, "UTC": 0, "GMT": 0}
+TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}( (PDT|PST|UTC|GMT))?$")
+
+
+def parsed_time_cte(raw: str, strict: bool) -> str:
+    """SQL for a relation ``parsed``: every column of ``raw`` plus ``__utc``, the UTC
+    TIMESTAMPTZ of the ``time`` column (``2017-10-03 00:08:00 PDT``; a time without a zone is
+    read in the zone given as the ``?`` parameter). Rows whose time does not parse raise an
+    error when ``strict``, else are dropped."""
+    cases = " ".join(
+        f"WHEN {sql_literal(k)} THEN CAST(__naive + INTERVAL {v} HOUR AS TIMESTAMPTZ)"
+        for k, v in _SUFFIX_TO_UTC_HOURS.items()
+    )
+    utc = (
+        "CASE WHEN __naive IS NULL THEN NULL "
+        "WHEN length(time) = 19 THEN timezone(?::VARCHAR, __naive) "
+        f"ELSE CASE substr(time, 21) {cases} ELSE NULL END END"
+    )
+    naive = (
+        f"SELECT *, try_strptime(substr(time, 1, 19), '%Y-%m-%d %H:%M:%S') AS __naive FROM {raw}"
+    )
+    if strict:
+        check = (
+            "CASE WHEN __u IS NULL THEN error('unparsable time: ' || coalesce(time, 'NULL')) "
+            "ELSE __u END"
+        )
+        return (
+            f"parsed AS (SELECT *, {check} AS __utc FROM (SELECT *, {utc} AS __u FROM ({naive})))"
+        )
+    return f"parsed AS (SELECT * FROM (SELECT *, {utc} AS __utc FROM ({naive})) WHERE __utc IS NOT NULL)"
+
+
+@dataclass
+class CsvSpec:
+    """How to read one CSV time-series format."""
+
+    #: Declared column names and DuckDB types, in file order (including a trailing empty one).
+    columns: Sequence[tuple[str, str]]
+    #: SELECT over the relation ``parsed`` (the CSV's columns plus ``__utc``, the row's time in
+    #: UTC) producing the target table's physical columns.
+    select: str
+    table: str
+
+
+def header_fields(head: bytes) -> tuple[list[str], int | None]:
+    """Header names (stripped) and the field count of the first data row (None if no row)."""
+    text = head.decode("utf-8", "replace")
+    lines = text.split("\n")
+    header = [h.strip() for h in lines[0].rstrip("\r").split(",")]
+    data = next((ln for ln in lines[1:-1] if ln.strip()), None)
+    return header, (None if data is None else len(data.rstrip("\r").split(",")))
+
+
+def copy_csv(
+    source: Source,
+    batch: Batch,
+    spec: CsvSpec,
+    *,
+    timezone: str,
+    tracker: Tracker | None = None,
+) -> tuple[int, int]:
+    """Read ``source`` with ``spec`` into ``batch``. Returns (rows written, rows rejected)."""
+    tracker = tracker or NullTracker()
+    try:
+        return _run(source, batch, spec, timezone, tracker, strict=True)
+    except duckdb.InvalidInputException as e:
+        if "unparsable time" not in str(e):
+            raise _format_error(source, e) from e
+    except duckdb.ConversionException as e:
+        if "unparsable time" not in str(e):
+            raise _format_error(source, e) from e
+    # Rare path: some time did not parse. Read again, skipping such rows, and locate them.
+    written, rejected = _run(source, batch, spec, timezone, NullTracker(), strict=False)
+    bad = 0
+    for line_no, line in source.text_lines():
+        if line_no == 1 or not line.strip():
+            continue
+        t = line.split(",", 1)[0]
+        if not TIME_RE.match(t) or _bad_date(t):
+            batch.reject(source.name, line_no, f"unparsable time {t!r}", line)
+            bad += 1
+    return written, rejected + bad
+
+
+def _bad_date(t: str) -> bool:
+    import datetime as dt
+
+    try:
+        dt.datetime.strptime(t[:19], "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return True
+    return False
+
+
+def _format_error(source: Source, e: Exception) -> InputFormatError:
+    msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+    m = re.search(r"[Ll]ine:? (\d+)", str(e))
+    return InputFormatError(
+        f"cannot parse CSV: {msg}", source=source.name, line=int(m.group(1)) if m else None
+    )
+
+
+def _run(
+    source: Source,
+    batch: Batch,
+    spec: CsvSpec,
+    timezone: str,
+    tracker: Tracker,
+    *,
+    strict: bool,
+) -> tuple[int, int]:
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    cols = "{" + ", ".join(f"{sql_literal(n)}: {sql_literal(t)}" for n, t in spec.columns) + "}"
+    with source.duckdb_path(tracker) as path:
+        raw = (
+            f"read_csv({sql_literal(path)}, header = false, skip = 1, delim = ',', quote = '\"', "
+            f"escape = '\"', auto_detect = false, columns = {cols}, nullstr = ['NA', '', 'NaN'], "
+            f"store_rejects = true, parallel = true)"
+        )
+        query = f"WITH {parsed_time_cte(raw, strict)} {spec.select}"
+        n_params = query.count("?")
+        stop = (
+            _poll_progress(con, source, tracker) if source.path and not source.compression else None
+        )
+        try:
+            written = batch.copy_query(spec.table, con, query, [timezone] * n_params)
+        finally:
+            if stop:
+                stop()
+    rejected = 0
+    rows = con.execute(
+        "SELECT line, any_value(error_type), any_value(csv_line), any_value(error_message) "
+        "FROM reject_errors GROUP BY line ORDER BY line"
+    ).fetchall()
+    for line, etype, csv_line, msg in rows:
+        reason = f"{etype}: {msg.splitlines()[0] if msg else ''}".strip()
+        batch.reject(source.name, int(line), reason, csv_line)
+        rejected += 1
+    con.close()
+    return written, rejected
+
+
+def _poll_progress(
+    con: duckdb.DuckDBPyConnection, source: Source, tracker: Tracker
+) -> Callable[[], None] | None:
+    """DuckDB reads plain files itself; mirror its progress percentage as bytes."""
+    if isinstance(tracker, NullTracker) or not source.size:
+        return None
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.wait(0.25):
+            try:
+                pct = con.query_progress()
+            except Exception:
+                return
+            if pct >= 0:
+                tracker.update(completed=source.size * min(pct, 100.0) / 100.0)
+
+    th = threading.Thread(target=loop, daemon=True)
+    th.start()
+
+    def stop() -> None:
+        done.set()
+        th.join()
+
+    return stop

@@ -1,0 +1,118 @@
+"""The registry of input formats. Each format is a small class in its own module:
+
+    @register
+    class MyFormat(Format):
+        name = "my_format"                 # recorded in ingest_log.format and as rows' source
+        description = "what a user calls it"
+        grouped = False                    # True: every source of this format in one call to
+                                           # ingest goes through one session (one batch)
+
+        def sniff(self, name: str, head: bytes) -> bool: ...   # by content first, name second
+        def session(self, batch: Batch, ctx: IngestContext) -> Session: ...
+
+A ``Session`` parses sources into the batch (``feed``) and writes what it accumulated at the
+end (``finish``). Bad rows go to ``batch.reject``; a source that cannot be read at all raises
+``InputFormatError`` naming file and line (rows already written by that source are kept).
+Detection order is registration order, so specific formats register before generic ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from philly_analyze.ingest.source import Source
+from philly_analyze.progress import NullTracker, Tracker
+from philly_analyze.store import Batch
+from philly_analyze.timeutil import DEFAULT_TIMEZONE
+
+
+@dataclass
+class IngestContext:
+    """Options every parser may use."""
+
+    timezone: str = DEFAULT_TIMEZONE
+    tracker: Tracker = field(default_factory=NullTracker)
+    #: Framework logs: CSV mapping file path -> (job_id, attempt_idx); see framework.py.
+    framework_mapping: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: Messages for the user (printed on stderr by the CLI).
+    notes: list[str] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+
+@dataclass
+class SourceResult:
+    """What one source provided."""
+
+    rows: dict[str, int] = field(default_factory=dict)
+    rejected: int = 0
+    #: For merged tables, which columns this source filled (recorded in ingest_log.provided).
+    provided: str = ""
+
+
+class Session(Protocol):
+    """Parses the sources of one format into one batch."""
+
+    def feed(self, source: Source) -> SourceResult: ...
+    def finish(self) -> dict[str, int]: ...
+
+
+class Format:
+    """Base class of an input format (see module docstring)."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    grouped: ClassVar[bool] = False
+
+    def sniff(self, name: str, head: bytes) -> bool:
+        raise NotImplementedError
+
+    def session(self, batch: Batch, ctx: IngestContext) -> Session:
+        raise NotImplementedError
+
+
+FORMATS: list[Format] = []
+
+#: Modules that register formats, in detection order (specific before generic).
+FORMAT_MODULES = (
+    "philly_analyze.ingest.philly",
+    "philly_analyze.ingest.joblist",
+    "philly_analyze.ingest.yarn",
+    "philly_analyze.ingest.ganglia",
+    "philly_analyze.ingest.framework",
+)
+
+
+def register(cls: type[Format]) -> type[Format]:
+    """Class decorator adding a format to the registry."""
+    if not any(type(f) is cls for f in FORMATS):
+        FORMATS.append(cls())
+    return cls
+
+
+def load_formats() -> list[Format]:
+    """Import every format module that exists (each registers itself)."""
+    for mod in FORMAT_MODULES:
+        if importlib.util.find_spec(mod) is not None:
+            importlib.import_module(mod)
+    return FORMATS
+
+
+def detect(name: str, head: bytes) -> Format | None:
+    """The first registered format whose sniffer accepts this content."""
+    for fmt in load_formats():
+        if fmt.sniff(name, head):
+            return fmt
+    return None
+
+
+def get_format(name: str) -> Format:
+    """A format by name (for ``ingest --format``)."""
+    for fmt in load_formats():
+        if fmt.name == name:
+            return fmt
+    raise KeyError(name)

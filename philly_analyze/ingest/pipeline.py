@@ -1,0 +1,307 @@
+"""``ingest``: paths -> sources -> formats -> batches -> store.
+
+One batch per source for ungrouped formats (the five Philly files, job lists); one batch per
+format for grouped ones (YARN logs, framework logs, Ganglia exports), so a folder of thousands
+of small files commits once. Every source is recorded in ``ingest_log``.
+
+Idempotence: a source whose fingerprint (path, size, mtime) or content hash is already in
+``ingest_log`` is skipped; ``replace=True`` re-reads it and drops what it produced before. A
+source whose *name* was ingested before with different content is a new version of that file:
+it replaces the old one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from philly_analyze.errors import InputFormatError, UserError
+from philly_analyze.ingest.formats import Format, IngestContext, Session, SourceResult, detect
+from philly_analyze.ingest.source import (
+    Source,
+    archive_members,
+    expand_paths,
+    file_source,
+    is_tar,
+)
+from philly_analyze.store import Batch, Store
+
+
+@dataclass
+class SourceOutcome:
+    """What happened to one source."""
+
+    name: str
+    format: str | None
+    status: str  # ingested, skipped, unknown, error
+    message: str = ""
+    rows: dict[str, int] = field(default_factory=dict)
+    rejected: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class IngestReport:
+    """Outcome of one ``ingest`` call."""
+
+    outcomes: list[SourceOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[SourceOutcome]:
+        return [o for o in self.outcomes if o.status == "error"]
+
+    @property
+    def rejected(self) -> int:
+        return sum(o.rejected for o in self.outcomes)
+
+    def rows_by_table(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for o in self.outcomes:
+            for t, n in o.rows.items():
+                out[t] = out.get(t, 0) + n
+        return out
+
+
+#: Called with each source's outcome as soon as it is known (the CLI prints it).
+OutcomeCallback = Callable[[SourceOutcome], None]
+
+
+def _sources(paths: Sequence[Path]) -> Iterator[tuple[Source | None, bool, str, str]]:
+    """(source, explicit, name, problem) for every file or archive member under ``paths``."""
+    for path, explicit in expand_paths(list(paths)):
+        if not path.exists():
+            yield None, explicit, str(path), "no such file or directory"
+            continue
+        if path.stat().st_size == 0:
+            yield None, explicit, str(path), "empty file"
+            continue
+        if is_tar(path):
+            try:
+                for member in archive_members(path):
+                    yield member, explicit, member.name, ""
+            except (OSError, EOFError) as e:
+                yield None, explicit, str(path), f"corrupt archive: {e}"
+            continue
+        try:
+            yield file_source(path), explicit, str(path), ""
+        except InputFormatError as e:
+            yield None, explicit, str(path), e.message
+
+
+def _looks_binary(head: bytes) -> bool:
+    if not head:
+        return False
+    sample = head[:8192]
+    if b"\x00" in sample:
+        return True
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # A cut multi-byte character at the end of the sample is fine.
+        return e.start < len(sample) - 4
+    return False
+
+
+def ingest_paths(
+    store: Store,
+    paths: Sequence[str | Path],
+    *,
+    ctx: IngestContext | None = None,
+    replace: bool = False,
+    force_format: Format | None = None,
+    on_outcome: OutcomeCallback | None = None,
+) -> IngestReport:
+    """Ingest files, folders and archives into ``store``. Never raises for one bad source: its
+    outcome says ``error`` and the others go on; the caller decides the exit code."""
+    ctx = ctx or IngestContext()
+    report = IngestReport()
+    t0 = time.perf_counter()
+    sessions: dict[str, _GroupedRun] = {}
+
+    def emit(o: SourceOutcome) -> None:
+        report.outcomes.append(o)
+        if on_outcome:
+            on_outcome(o)
+
+    try:
+        for src, explicit, name, problem in _sources([Path(p) for p in paths]):
+            if src is None:
+                emit(SourceOutcome(name, None, "error" if explicit else "unknown", problem))
+                continue
+            if _looks_binary(src.head) and force_format is None:
+                status = "error" if explicit else "unknown"
+                emit(SourceOutcome(name, None, status, "binary file, not a text log or trace"))
+                continue
+            fmt = force_format or detect(name, src.head)
+            if fmt is None:
+                status = "error" if explicit else "unknown"
+                emit(SourceOutcome(name, None, status, "unrecognised format"))
+                continue
+            previous = _previous(store, src)
+            if previous and not replace:
+                emit(SourceOutcome(name, fmt.name, "skipped", "already ingested"))
+                continue
+            if fmt.grouped:
+                run = sessions.get(fmt.name)
+                if run is None:
+                    run = sessions[fmt.name] = _GroupedRun(store, fmt, ctx)
+                emit(run.feed(src, previous))
+            else:
+                emit(_ingest_one(store, fmt, src, ctx, previous))
+        for run in sessions.values():
+            for o in run.finish():
+                emit(o)
+    finally:
+        for run in sessions.values():
+            run.abandon()
+    report.seconds = time.perf_counter() - t0
+    report.notes = ctx.notes
+    return report
+
+
+def _previous(store: Store, src: Source) -> list[dict]:
+    """Earlier ingest_log rows for this file (same fingerprint or same name)."""
+    rows = store.find_source(fingerprint=src.fingerprint)
+    if rows:
+        return rows
+    return store.df("SELECT * FROM ingest_log WHERE source = ?", [src.name]).to_dict("records")
+
+
+def _log_entry(src: Source, fmt: Format, res: SourceResult, seconds: float) -> dict:
+    return {
+        "source": src.name,
+        "sha256": src.sha256,
+        "format": fmt.name,
+        "rows": sum(res.rows.values()),
+        "rejected": res.rejected,
+        "tables": res.rows,
+        "provided": res.provided,
+        "fingerprint": src.fingerprint,
+        "seconds": seconds,
+    }
+
+
+def _same_content(store: Store, src: Source, previous: list[dict]) -> bool:
+    """After reading: is this exactly what an earlier batch already holds?"""
+    if src.sha256 is None:
+        return False
+    return bool(store.find_source(sha256=src.sha256)) and not previous
+
+
+def _ingest_one(
+    store: Store, fmt: Format, src: Source, ctx: IngestContext, previous: list[dict]
+) -> SourceOutcome:
+    t0 = time.perf_counter()
+    ctx.tracker.describe(f"{fmt.name}: {Path(src.name).name}")
+    ctx.tracker.update(completed=0, total=src.size)
+    with store.batch() as batch:
+        error: InputFormatError | None = None
+        try:
+            session = fmt.session(batch, ctx)
+            res = session.feed(src)
+            extra = session.finish()
+            for t, n in extra.items():
+                res.rows[t] = res.rows.get(t, 0) + n
+        except InputFormatError as e:
+            error = e
+            res = SourceResult(rows=dict(batch.rows), rejected=batch.rejected)
+        res.rejected = max(res.rejected, batch.rejected)
+        seconds = time.perf_counter() - t0
+        if error is None and _same_content(store, src, previous):
+            return SourceOutcome(src.name, fmt.name, "skipped", "same content already ingested")
+        if error is not None:
+            batch.reject(src.name, error.line, f"source stopped here: {error.message}", None)
+            res.rejected += 1
+        store.commit(
+            batch,
+            [_log_entry(src, fmt, res, seconds)],
+            replace_batches=sorted({p["batch_id"] for p in previous}),
+            source_format=fmt.name,
+        )
+    if error is not None:
+        kept = sum(res.rows.values())
+        return SourceOutcome(
+            src.name,
+            fmt.name,
+            "error",
+            f"{error.format()} (kept the {kept} rows read before it)",
+            res.rows,
+            res.rejected,
+            seconds,
+        )
+    return SourceOutcome(src.name, fmt.name, "ingested", "", res.rows, res.rejected, seconds)
+
+
+class _GroupedRun:
+    """One batch shared by all sources of a grouped format in this ingest call."""
+
+    def __init__(self, store: Store, fmt: Format, ctx: IngestContext):
+        self.store = store
+        self.fmt = fmt
+        self.ctx = ctx
+        self._cm = store.batch()
+        self.batch: Batch = self._cm.__enter__()
+        self.session: Session = fmt.session(self.batch, ctx)
+        self.entries: list[dict] = []
+        self.replaced: set[str] = set()
+        self.pending: list[SourceOutcome] = []
+        self._open = True
+
+    def feed(self, src: Source, previous: list[dict]) -> SourceOutcome:
+        t0 = time.perf_counter()
+        self.ctx.tracker.describe(f"{self.fmt.name}: {Path(src.name).name}")
+        self.ctx.tracker.update(completed=0, total=src.size)
+        try:
+            res = self.session.feed(src)
+        except InputFormatError as e:
+            self.batch.reject(src.name, e.line, f"source stopped here: {e.message}", None)
+            res = SourceResult(rejected=1)
+            outcome = SourceOutcome(src.name, self.fmt.name, "error", e.format(), {}, 1)
+        else:
+            outcome = SourceOutcome(src.name, self.fmt.name, "ingested", "", res.rows, res.rejected)
+        outcome.seconds = time.perf_counter() - t0
+        self.entries.append(_log_entry(src, self.fmt, res, outcome.seconds))
+        self.replaced |= {p["batch_id"] for p in previous}
+        return outcome
+
+    def finish(self) -> list[SourceOutcome]:
+        extra = self.session.finish()
+        if self.entries:
+            # Rows assembled at the end (jobs, attempts...) are credited to the first source.
+            tables = dict(self.entries[0]["tables"])
+            for t, n in extra.items():
+                tables[t] = tables.get(t, 0) + n
+            self.entries[0]["tables"] = tables
+            self.entries[0]["rows"] = sum(tables.values())
+            self.store.commit(
+                self.batch,
+                self.entries,
+                replace_batches=sorted(self.replaced),
+                source_format=self.fmt.name,
+            )
+        self.abandon()
+        if extra:
+            return [
+                SourceOutcome(
+                    f"({self.fmt.name}: assembled)", self.fmt.name, "ingested", "", extra, 0
+                )
+            ]
+        return []
+
+    def abandon(self) -> None:
+        if self._open:
+            self._open = False
+            self._cm.__exit__(None, None, None)
+
+
+def check_report(report: IngestReport) -> None:
+    """Raise a ``UserError`` summarising the sources that failed (for the CLI's exit code)."""
+    errs = report.errors
+    if errs:
+        first = errs[0]
+        more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+        raise UserError(f"{first.name}: {first.message}{more}")

@@ -1,0 +1,316 @@
+"""Sources: files, compressed files and archive members, read as streams.
+
+A ``Source`` hands out its decompressed bytes as a stream that hashes (SHA-256) and counts
+what passes through, so the hash and the progress bar cost no extra pass. For DuckDB, which
+reads paths, ``duckdb_path`` gives the file itself when it is plain (hashing it on a side
+thread) or a named pipe fed from the stream (compressed files, archive members): nothing is
+ever extracted to disk.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import io
+import lzma
+import os
+import stat
+import tarfile
+import tempfile
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from philly_analyze.errors import InputFormatError
+from philly_analyze.progress import NullTracker, Tracker
+
+HEAD_BYTES = 64 * 1024
+CHUNK = 1 << 20
+
+_MAGIC: list[tuple[bytes, str]] = [
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bz2"),
+    (b"\xfd7zXZ\x00", "xz"),
+]
+
+
+def compression_of(head: bytes) -> str | None:
+    """Compression by magic bytes, not by file name."""
+    for magic, name in _MAGIC:
+        if head.startswith(magic):
+            return name
+    return None
+
+
+def _decompressing(raw: BinaryIO, compression: str | None) -> BinaryIO:
+    if compression == "gzip":
+        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+    if compression == "bz2":
+        return bz2.BZ2File(raw)  # type: ignore[return-value]
+    if compression == "xz":
+        return lzma.LZMAFile(raw)  # type: ignore[return-value]
+    return raw
+
+
+class HashingReader(io.RawIOBase):
+    """Wraps a binary stream; hashes and counts the bytes read, reports them to a tracker."""
+
+    def __init__(self, inner: BinaryIO, source: Source, tracker: Tracker):
+        self._inner = inner
+        self._source = source
+        self._tracker = tracker
+        self._hash = hashlib.sha256()
+        self.bytes_read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self._inner.read(len(b))
+        n = len(data)
+        b[:n] = data
+        self._account(data)
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._inner.read(size)
+        self._account(data)
+        return data
+
+    def _account(self, data: bytes) -> None:
+        if data:
+            self._hash.update(data)
+            self.bytes_read += len(data)
+            self._tracker.advance(len(data))
+        else:
+            self._source.sha256 = self._hash.hexdigest()
+            self._source.bytes_read = self.bytes_read
+
+    def close(self) -> None:
+        with suppress(Exception):
+            self._inner.close()
+        super().close()
+
+
+@dataclass
+class Source:
+    """One input: a file on disk (maybe compressed) or a member of an archive."""
+
+    name: str
+    #: Bytes the stream yields if known (uncompressed files and archive members), else the
+    #: on-disk size (an estimate for progress).
+    size: int | None
+    head: bytes
+    compression: str | None = None
+    #: A plain (uncompressed) file that DuckDB can read directly.
+    path: Path | None = None
+    #: path|size|mtime, to skip an unchanged file without reading it.
+    fingerprint: str | None = None
+    #: Opens a fresh raw (still compressed) stream; may re-scan an archive for a member.
+    opener: Callable[[], BinaryIO] | None = None
+    #: For archive members: the first open may use the archive's current stream.
+    first_stream: BinaryIO | None = None
+    sha256: str | None = None
+    bytes_read: int = 0
+    _opened: int = field(default=0, repr=False)
+
+    @property
+    def display(self) -> str:
+        """Short name for messages."""
+        return self.name
+
+    def open(self, tracker: Tracker | None = None) -> HashingReader:
+        """The decompressed bytes as a hashing, counting stream."""
+        self._opened += 1
+        if self.first_stream is not None and self._opened == 1:
+            raw = self.first_stream
+        elif self.opener is not None:
+            raw = self.opener()
+        else:
+            raise InputFormatError("source cannot be re-read", source=self.name)
+        return HashingReader(_decompressing(raw, self.compression), self, tracker or NullTracker())
+
+    def text_lines(self, tracker: Tracker | None = None) -> Iterator[tuple[int, str]]:
+        """(1-based line number, line without newline) over the decompressed text. Bytes that are
+        not UTF-8 are replaced, never fatal."""
+        with self.open(tracker) as raw:
+            text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
+            for i, line in enumerate(text, 1):
+                yield i, line.rstrip("\r\n")
+
+    @contextmanager
+    def duckdb_path(self, tracker: Tracker | None = None) -> Iterator[str]:
+        """A path DuckDB can read: the file itself when plain, else a named pipe fed from
+        ``open()``. The SHA-256 is computed either way."""
+        tracker = tracker or NullTracker()
+        if self.path is not None and self.compression is None:
+            hasher = threading.Thread(target=self._hash_file, daemon=True)
+            hasher.start()
+            try:
+                yield str(self.path)
+            finally:
+                hasher.join()
+            return
+        with tempfile.TemporaryDirectory(prefix="philly-fifo-") as d:
+            fifo = os.path.join(d, "stream")
+            os.mkfifo(fifo)
+            errors: list[BaseException] = []
+            feeder = threading.Thread(
+                target=self._feed_fifo, args=(fifo, tracker, errors), daemon=True
+            )
+            feeder.start()
+            try:
+                yield fifo
+            finally:
+                if feeder.is_alive():
+                    # DuckDB stopped early or never opened the pipe: unblock the writer.
+                    with suppress(OSError):
+                        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+                        os.close(fd)
+                feeder.join(timeout=30)
+            if errors:
+                raise errors[0]
+
+    def _hash_file(self) -> None:
+        h = hashlib.sha256()
+        assert self.path is not None
+        with open(self.path, "rb") as f:
+            while chunk := f.read(CHUNK):
+                h.update(chunk)
+                self.bytes_read += len(chunk)
+        self.sha256 = h.hexdigest()
+
+    def _feed_fifo(self, fifo: str, tracker: Tracker, errors: list[BaseException]) -> None:
+        try:
+            with self.open(tracker) as src, open(fifo, "wb") as out:
+                while chunk := src.read(CHUNK):
+                    out.write(chunk)
+                src.read(0)
+        except BrokenPipeError:
+            pass
+        except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:
+            errors.append(InputFormatError(f"cannot read: {e}", source=self.name))
+
+
+def file_source(path: Path) -> Source:
+    """A source for a file on disk (compression detected from its bytes)."""
+    st = path.stat()
+    with open(path, "rb") as f:
+        raw_head = f.read(HEAD_BYTES)
+    comp = compression_of(raw_head)
+    head = peek_decompressed(raw_head, comp)
+    return Source(
+        name=str(path),
+        size=st.st_size,
+        head=head,
+        compression=comp,
+        path=path,
+        fingerprint=f"{path}|{st.st_size}|{st.st_mtime_ns}",
+        opener=lambda: open(path, "rb"),
+    )
+
+
+def is_tar(path: Path) -> bool:
+    """Whether a file is a (possibly compressed) tar archive, by content."""
+    try:
+        return tarfile.is_tarfile(path)
+    except (OSError, tarfile.TarError, EOFError):
+        return False
+
+
+def archive_members(path: Path) -> Iterator[Source]:
+    """Sources for the regular-file members of a tar archive, streamed in archive order.
+
+    Each member must be consumed before the next is yielded (the archive is one stream).
+    Members are never written to disk; a re-read (rare error path) re-scans the archive."""
+    st = path.stat()
+    fp_base = f"{path}|{st.st_size}|{st.st_mtime_ns}"
+    with tarfile.open(path, mode="r|*") as tf:
+        for member in tf:
+            if not member.isfile():
+                continue
+            stream = tf.extractfile(member)
+            if stream is None:
+                continue
+            raw_head = stream.read(HEAD_BYTES)
+            comp = compression_of(raw_head)
+            name = member.name
+            yield Source(
+                name=f"{path}!{name}",
+                size=member.size,
+                head=peek_decompressed(raw_head, comp),
+                compression=comp,
+                fingerprint=f"{fp_base}!{name}",
+                opener=lambda name=name: _member_stream(path, name),
+                first_stream=_Chained(raw_head, stream),
+            )
+
+
+def peek_decompressed(raw_head: bytes, compression: str | None) -> bytes:
+    """The first decompressed bytes obtainable from the first raw bytes of a stream."""
+    if compression is None:
+        return raw_head
+    if compression == "gzip":
+        dec: Any = zlib.decompressobj(wbits=31)
+    elif compression == "bz2":
+        dec = bz2.BZ2Decompressor()
+    else:
+        dec = lzma.LZMADecompressor()
+    try:
+        return dec.decompress(raw_head)[:HEAD_BYTES]
+    except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError):
+        return b""
+
+
+def _member_stream(archive: Path, name: str) -> BinaryIO:
+    tf = tarfile.open(archive, mode="r|*")  # noqa: SIM115 (stays open while the member is read)
+    for member in tf:
+        if member.name == name and member.isfile():
+            f = tf.extractfile(member)
+            if f is not None:
+                return f  # type: ignore[return-value]
+    raise InputFormatError(f"member {name} not found on re-read", source=str(archive))
+
+
+class _Chained(io.RawIOBase):
+    """Bytes already read (``head``) followed by the rest of a stream."""
+
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self._head = memoryview(head)
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = self._rest.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+def expand_paths(paths: list[Path]) -> Iterator[tuple[Path, bool]]:
+    """Files to ingest: each path, folders walked in sorted order. Yields (file, explicit)
+    where explicit is False for files found inside a folder (those are skipped, not fatal,
+    when unreadable or of unknown format)."""
+    for p in paths:
+        if p.is_dir():
+            for f in sorted(p.rglob("*")):
+                if f.name.startswith(".") or any(
+                    part.startswith(".") for part in f.relative_to(p).parts
+                ):
+                    continue
+                mode = f.lstat().st_mode
+                if stat.S_ISREG(mode):
+                    yield f, False
+        else:
+            yield p, True

@@ -1,0 +1,51 @@
+"""The locality constraint: one definition shared by the replay scheduler and the queueing
+analysis (which calls a wait "fragmentation delay" when the VC had quota left but no placement
+meeting this constraint was free).
+
+Philly placed a gang job on as few servers as possible:
+
+- a job that fits on one server (``n <= largest server``) needs one server with ``n`` free GPUs;
+- a larger job needs ``ceil(n / largest server)`` servers, each with all its GPUs free
+  (Philly consolidated big jobs on whole 8-GPU servers), in one rack when racks are known.
+
+The relaxed constraint only needs ``n`` free GPUs anywhere.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def servers_needed(n: int, server_size: int) -> int:
+    """Fewest servers of ``server_size`` GPUs that hold ``n`` GPUs."""
+    return max(1, -(-n // server_size))
+
+
+def fits_strict(
+    free: np.ndarray,
+    size: np.ndarray,
+    n: int,
+    rack: np.ndarray | None = None,
+) -> bool:
+    """Whether a placement of ``n`` GPUs meeting the locality constraint is free now.
+
+    ``free[i]``/``size[i]``: free and total GPUs of server i; ``rack[i]``: its rack id (ints)
+    or None when unknown (then the whole cluster counts as one rack)."""
+    if n <= 0:
+        return True
+    largest = int(size.max()) if len(size) else 0
+    if largest == 0:
+        return False
+    if n <= largest:
+        return bool((free >= n).any())
+    k = servers_needed(n, largest)
+    whole = (free == size) & (size == largest)
+    if rack is None:
+        return int(whole.sum()) >= k
+    counts = np.bincount(rack[whole], minlength=int(rack.max()) + 1 if len(rack) else 0)
+    return bool((counts >= k).any())
+
+
+def fits_relaxed(free: np.ndarray, n: int) -> bool:
+    """Whether ``n`` GPUs are free anywhere (no locality constraint)."""
+    return int(free.sum()) >= n

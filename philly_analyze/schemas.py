@@ -1,0 +1,401 @@
+"""The canonical store's tables: one definition of every column, its Arrow type and meaning.
+
+Every parser writes Arrow tables with exactly these schemas (``conform`` enforces it), the
+store derives its DuckDB views from them, and the docs table in ``docs/store.md`` is generated
+from ``TABLES``. Times are always ``timestamp[us, tz=UTC]``.
+
+Physical vs canonical: each ingest batch writes *physical* Parquet files per table. The
+canonical views (``jobs``, ``attempts``, ...) merge physical rows from several sources; see
+``philly_analyze.store`` for the merge rules. Columns marked ``derived`` are not stored but
+computed by the view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+UTC_TS = pa.timestamp("us", tz="UTC")
+
+#: Final job status values (public trace: Pass -> passed, Killed -> killed, Failed -> unsuccessful).
+JOB_STATUSES = ("passed", "killed", "unsuccessful")
+#: Outcome of one attempt. ``failed`` attempts are retried; ``running`` had not ended in the data.
+ATTEMPT_OUTCOMES = ("passed", "killed", "failed", "running")
+#: Failure categories of Table 7: infrastructure, AI engine, user.
+FAILURE_CATEGORIES = ("IF", "AE", "U")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: name, Arrow type, whether the view derives it, and what it means."""
+
+    name: str
+    type: pa.DataType
+    doc: str
+    derived: bool = False
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class Table:
+    """One canonical table of the store."""
+
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+    #: Stored as monthly partitions (large time series).
+    partition_by_month: bool = False
+    #: Key columns (documentation; the views do not enforce uniqueness).
+    key: tuple[str, ...] = field(default=())
+
+    @property
+    def physical_columns(self) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns if not c.derived)
+
+    @property
+    def physical_schema(self) -> pa.Schema:
+        return pa.schema([pa.field(c.name, c.type, c.nullable) for c in self.physical_columns])
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema([pa.field(c.name, c.type, c.nullable) for c in self.columns])
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(f"{self.name} has no column {name!r}")
+
+
+def _c(name: str, type_: pa.DataType, doc: str, **kw: bool) -> Column:
+    return Column(name, type_, doc, **kw)
+
+
+STR = pa.string()
+F64 = pa.float64()
+F32 = pa.float32()
+I64 = pa.int64()
+I32 = pa.int32()
+I16 = pa.int16()
+STR_LIST = pa.list_(pa.string())
+
+MACHINES = Table(
+    "machines",
+    "Servers of the cluster. The listed count comes from the machine list; observed counts "
+    "from placements and utilization data. Analyses use num_gpus.",
+    (
+        _c(
+            "machine_id",
+            STR,
+            "Machine id as in the trace (`m47`) or a YARN host name.",
+            nullable=False,
+        ),
+        _c(
+            "num_gpus",
+            I16,
+            "GPUs used by analyses and replay: the larger of listed_num_gpus and the highest GPU "
+            "index any placement used + 1 (a listed count below what jobs were given is wrong).",
+            derived=True,
+        ),
+        _c("listed_num_gpus", I16, "GPU count from the machine list (NULL if not listed)."),
+        _c(
+            "observed_num_gpus",
+            I16,
+            "Largest evidence of GPUs from data: max GPU index in placements or in utilization "
+            "rows carrying a value, + 1.",
+            derived=True,
+        ),
+        _c("gpu_mem_gb", F32, "Memory of one GPU in GB (machine list), NULL if unknown."),
+        _c("rack", STR, "Rack id if known (NULL in the public trace)."),
+        _c("source", STR, "Format of the source that listed the machine."),
+    ),
+    key=("machine_id",),
+)
+
+#: Physical-only helper: evidence of GPUs per machine from utilization data (small).
+MACHINE_OBSERVATIONS = Table(
+    "machine_observations",
+    "Per machine, the GPUs seen reporting utilization in one source (feeds machines.observed_num_gpus).",
+    (
+        _c("machine_id", STR, "Machine id.", nullable=False),
+        _c("observed_num_gpus", I16, "Max GPU index with a non-NA utilization value + 1."),
+        _c("first_seen", UTC_TS, "First timestamp with data."),
+        _c("last_seen", UTC_TS, "Last timestamp with data."),
+        _c("source", STR, "Format of the source."),
+    ),
+)
+
+JOBS = Table(
+    "jobs",
+    "One row per job (YARN application). Derived columns follow the official notebook: "
+    "num_gpus from the first attempt, queue delay = first start - submit, run time = last end - "
+    "first start.",
+    (
+        _c("job_id", STR, "Application id, e.g. application_1506638472019_14199.", nullable=False),
+        _c("vc", STR, "Virtual cluster (YARN queue)."),
+        _c("user_id", STR, "User (hash in the public trace)."),
+        _c("status", STR, "Final status: passed, killed or unsuccessful; NULL if unknown/running."),
+        _c("submit_time", UTC_TS, "Submission time."),
+        _c(
+            "num_gpus",
+            I32,
+            "GPUs of the first attempt; the requested count when the job never ran.",
+        ),
+        _c("num_attempts", I32, "Number of attempts.", derived=True),
+        _c("first_start", UTC_TS, "Start of the first attempt.", derived=True),
+        _c("last_end", UTC_TS, "End of the last attempt (NULL if still running).", derived=True),
+        _c("queue_delay_s", F64, "first_start - submit_time, seconds.", derived=True),
+        _c("run_time_s", F64, "last_end - first_start, seconds.", derived=True),
+        _c("gpu_time_s", F64, "Sum over attempts of duration_s x num_gpus.", derived=True),
+        _c("flags", STR_LIST, "Data-quality flags, e.g. no_submit, no_end, no_attempts."),
+        _c("source", STR, "Format of the source(s) the row came from."),
+    ),
+    key=("job_id",),
+)
+
+ATTEMPTS = Table(
+    "attempts",
+    "One row per attempt (YARN app attempt); attempt_idx is 0-based in start order.",
+    (
+        _c("job_id", STR, "Job id.", nullable=False),
+        _c("attempt_idx", I32, "0-based attempt index.", nullable=False),
+        _c("start_time", UTC_TS, "Start time (NULL if never started)."),
+        _c("end_time", UTC_TS, "End time (NULL if still running or unknown)."),
+        _c("num_gpus", I32, "GPUs held by the attempt (sum over its machines)."),
+        _c("num_machines", I32, "Servers the attempt spanned."),
+        _c("duration_s", F64, "end_time - start_time, seconds."),
+        _c("outcome", STR, "passed, killed, failed or running (NULL if unknown)."),
+        _c("source", STR, "Format of the source."),
+    ),
+    key=("job_id", "attempt_idx"),
+)
+
+PLACEMENTS = Table(
+    "placements",
+    "Which GPUs of which machine each attempt held.",
+    (
+        _c("job_id", STR, "Job id.", nullable=False),
+        _c("attempt_idx", I32, "0-based attempt index.", nullable=False),
+        _c("machine_id", STR, "Machine id.", nullable=False),
+        _c("gpu_idx", I16, "GPU index on the machine (gpu3 -> 3); NULL if unknown."),
+        _c("source", STR, "Format of the source."),
+    ),
+)
+
+GPU_UTIL = Table(
+    "gpu_util",
+    "Per-minute utilization of each GPU (nvidia-smi utilization.gpu, percent). NA/offline "
+    "minutes are absent.",
+    (
+        _c("time", UTC_TS, "Start of the minute, UTC.", nullable=False),
+        _c("machine_id", STR, "Machine id.", nullable=False),
+        _c("gpu_idx", I16, "GPU index.", nullable=False),
+        _c("util", F32, "Utilization, percent 0-100."),
+    ),
+    partition_by_month=True,
+)
+
+GPU_METRICS = Table(
+    "gpu_metrics",
+    "Other per-GPU metrics from Ganglia (mem_util, fb_memory, temp, power, ...), long format, "
+    "resampled to one row per minute like gpu_util.",
+    (
+        _c("time", UTC_TS, "Start of the minute, UTC.", nullable=False),
+        _c("machine_id", STR, "Machine id.", nullable=False),
+        _c("gpu_idx", I16, "GPU index.", nullable=False),
+        _c(
+            "metric",
+            STR,
+            "Metric name without the gpuN_ prefix, e.g. mem_util, fb_memory.",
+            nullable=False,
+        ),
+        _c("value", F64, "Value in the metric's own units (see docs/formats.md)."),
+    ),
+    partition_by_month=True,
+)
+
+CPU_UTIL = Table(
+    "cpu_util",
+    "Per-minute CPU utilization of each server, percent.",
+    (
+        _c("time", UTC_TS, "Start of the minute, UTC.", nullable=False),
+        _c("machine_id", STR, "Machine id.", nullable=False),
+        _c("util", F32, "CPU utilization, percent 0-100."),
+    ),
+    partition_by_month=True,
+)
+
+MEM_UTIL = Table(
+    "mem_util",
+    "Per-minute host memory of each server (units as in the source; Ganglia reports KB).",
+    (
+        _c("time", UTC_TS, "Start of the minute, UTC.", nullable=False),
+        _c("machine_id", STR, "Machine id.", nullable=False),
+        _c("mem_total", F64, "Total memory."),
+        _c("mem_free", F64, "Free memory."),
+    ),
+    partition_by_month=True,
+)
+
+SCHEDULER_EVENTS = Table(
+    "scheduler_events",
+    "Every state transition seen in scheduler logs.",
+    (
+        _c("time", UTC_TS, "When the transition was logged.", nullable=False),
+        _c("job_id", STR, "Application id."),
+        _c("attempt_idx", I32, "0-based attempt index (NULL for app-level events)."),
+        _c("entity", STR, "app, attempt or container."),
+        _c("entity_id", STR, "The full id of the entity (container_..., appattempt_...)."),
+        _c("from_state", STR, "State before."),
+        _c("to_state", STR, "State after."),
+        _c("event", STR, "The triggering event (Hadoop 2.8+ `on event = ...`), else NULL."),
+        _c("machine_id", STR, "Host for container events, if known."),
+        _c("line_no", I64, "Line in the source file."),
+        _c("source", STR, "Format of the source."),
+    ),
+)
+
+EPOCHS = Table(
+    "epochs",
+    "Training progress parsed from framework logs: loss per epoch (CNTK) or per step (TF/PyTorch).",
+    (
+        _c("job_id", STR, "Job id.", nullable=False),
+        _c("attempt_idx", I32, "0-based attempt index."),
+        _c("epoch", I64, "Epoch number (or step/iteration number when unit = step)."),
+        _c("unit", STR, "epoch or step."),
+        _c("loss", F64, "Training loss."),
+        _c("time", UTC_TS, "Timestamp of the line if the log carries one."),
+        _c("line_no", I64, "Line in the source file."),
+    ),
+)
+
+FAILURES = Table(
+    "failures",
+    "Failure evidence per attempt, classified with the signature rules (Table 7).",
+    (
+        _c("job_id", STR, "Job id.", nullable=False),
+        _c("attempt_idx", I32, "0-based attempt index."),
+        _c("reason", STR, "Table 7 reason, e.g. 'CPU out of memory', or 'No signature'."),
+        _c("categories", STR, "Comma-separated IF/AE/U categories of the reason ('-' for none)."),
+        _c("signature", STR, "Id of the matching rule (NULL for No signature)."),
+        _c("line_no", I64, "Line of the matching text in the log."),
+        _c("message", STR, "The matching log line (as found in the log; escape before display)."),
+    ),
+)
+
+REJECTS = Table(
+    "rejects",
+    "Input rows that could not be parsed; the rest of the file was kept.",
+    (
+        _c("source", STR, "Source name (file, or archive!member).", nullable=False),
+        _c("line_no", I64, "1-based line number in the source."),
+        _c("reason", STR, "Why it was rejected."),
+        _c("raw", STR, "The raw line (truncated to 1000 characters)."),
+    ),
+)
+
+#: ingest_log is a real DuckDB table in the catalog (metadata), not Parquet.
+INGEST_LOG = Table(
+    "ingest_log",
+    "One row per ingested source. Re-ingesting the same content is recorded once.",
+    (
+        _c("source", STR, "Source name (absolute path, or archive!member).", nullable=False),
+        _c(
+            "sha256", STR, "SHA-256 of the source's bytes (decompressed member bytes for archives)."
+        ),
+        _c("format", STR, "Detected format."),
+        _c("rows", I64, "Rows written, all tables."),
+        _c("rejected", I64, "Rows rejected."),
+        _c("ingested_at", UTC_TS, "When."),
+        _c("batch_id", STR, "Id of the batch of Parquet files it produced."),
+        _c("tables", STR, "JSON object: rows per table."),
+        _c("provided", STR, "What this source provided for merged tables (e.g. jobs: status, vc)."),
+        _c(
+            "fingerprint", STR, "path|size|mtime used to skip unchanged files without reading them."
+        ),
+        _c("seconds", F64, "Wall time of the parse."),
+    ),
+)
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        MACHINES,
+        MACHINE_OBSERVATIONS,
+        JOBS,
+        ATTEMPTS,
+        PLACEMENTS,
+        GPU_UTIL,
+        GPU_METRICS,
+        CPU_UTIL,
+        MEM_UTIL,
+        SCHEDULER_EVENTS,
+        EPOCHS,
+        FAILURES,
+        REJECTS,
+    )
+}
+#: Tables stored as Parquet (everything but ingest_log).
+PHYSICAL_TABLES = tuple(TABLES)
+
+#: Which source wins when several describe the same job (lower = preferred). Columns of the
+#: merged ``jobs`` row are taken, one by one, from the most preferred source that has a value;
+#: attempts and placements come whole from the most preferred source that has any.
+SOURCE_PRIORITY: dict[str, int] = {
+    "philly_job_log": 0,
+    "yarn_rm_log": 1,
+    "replay": 2,
+    "job_list_csv": 3,
+    "gavel_trace": 4,
+}
+DEFAULT_SOURCE_PRIORITY = 9
+
+
+def empty_table(table: str, physical: bool = True) -> pa.Table:
+    """An empty Arrow table with the (physical) schema of ``table``."""
+    t = TABLES[table]
+    return (t.physical_schema if physical else t.schema).empty_table()
+
+
+def conform(table: str, data: pa.Table | dict[str, object]) -> pa.Table:
+    """Cast ``data`` to the physical schema of ``table``: right types, column order, missing
+    nullable columns filled with NULL. Raises ``ValueError`` for unknown or missing required
+    columns, so a parser cannot silently write a different shape."""
+    t = TABLES[table]
+    if isinstance(data, dict):
+        data = pa.table(data)
+    names = set(data.column_names)
+    unknown = names - {c.name for c in t.physical_columns}
+    if unknown:
+        raise ValueError(f"{table}: unknown columns {sorted(unknown)}")
+    n = data.num_rows
+    arrays = []
+    for c in t.physical_columns:
+        if c.name in names:
+            col = data.column(c.name)
+            if col.type != c.type:
+                col = col.cast(c.type)
+            arrays.append(col)
+        elif c.nullable:
+            arrays.append(pa.nulls(n, c.type))
+        else:
+            raise ValueError(f"{table}: required column {c.name!r} missing")
+    return pa.Table.from_arrays(arrays, schema=t.physical_schema)
+
+
+def duckdb_type(type_: pa.DataType) -> str:
+    """The DuckDB SQL type that reads back from Parquet for an Arrow type."""
+    if pa.types.is_timestamp(type_):
+        return "TIMESTAMPTZ" if type_.tz else "TIMESTAMP"
+    if pa.types.is_list(type_):
+        return duckdb_type(type_.value_type) + "[]"
+    return {
+        pa.string(): "VARCHAR",
+        pa.float64(): "DOUBLE",
+        pa.float32(): "FLOAT",
+        pa.int64(): "BIGINT",
+        pa.int32(): "INTEGER",
+        pa.int16(): "SMALLINT",
+        pa.bool_(): "BOOLEAN",
+    }[type_]

@@ -1,0 +1,524 @@
+"""The canonical store: Parquet files per table plus a DuckDB catalog of views over them.
+
+Layout of a store directory::
+
+    catalog.duckdb                 views named after the tables (jobs, attempts, ...), and the
+                                   tables ingest_log and _files (the list of live Parquet files)
+    parquet/<table>/<batch>-<n>.parquet
+    parquet/<table>/month=YYYY-MM/<batch>-<n>.parquet     (time series)
+
+Writes are batches (one per ingested source, or one per replay/synth output). A batch stages
+its files under ``.staging/<batch>/``, moves them into ``parquet/`` and only then, in one
+DuckDB transaction, lists them in ``_files``, records the batch in ``ingest_log`` and rebuilds
+the views. Views read only files listed in ``_files``, so a batch that fails or is interrupted
+at any point leaves the previous state readable; its stray files are removed the next time the
+store is opened for writing.
+
+Merging sources (several sources may describe the same job):
+- ``jobs``: one row per job_id; each stored column comes from the most preferred source that
+  has a value (``schemas.SOURCE_PRIORITY``); derived columns are computed from ``attempts``.
+- ``attempts``/``placements``: taken whole from the most preferred source that has attempts
+  for that job.
+- time series (``gpu_util``...): per machine, rows from the most preferred source reporting it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from philly_analyze import schemas
+from philly_analyze.errors import StoreError
+
+STORE_VERSION = 1
+DEFAULT_STORE = "philly-store"
+PARQUET_OPTS: dict[str, Any] = {"compression": "zstd"}
+
+
+def default_store_path() -> Path:
+    """``$PHILLY_STORE`` or ``./philly-store``."""
+    return Path(os.environ.get("PHILLY_STORE", DEFAULT_STORE))
+
+
+def sql_literal(value: str) -> str:
+    """Quote a string as a SQL literal. Only for DDL (view bodies, COPY targets), where DuckDB
+    accepts no parameters; every query that takes user values uses ``?`` parameters."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _priority_case(column: str = "source") -> str:
+    whens = " ".join(f"WHEN {sql_literal(k)} THEN {v}" for k, v in schemas.SOURCE_PRIORITY.items())
+    return f"(CASE {column} {whens} ELSE {schemas.DEFAULT_SOURCE_PRIORITY} END)"
+
+
+@dataclass
+class Batch:
+    """Files staged for one write. Use through ``Store.batch()``."""
+
+    store: Store
+    batch_id: str
+    staging: Path
+    rows: dict[str, int] = field(default_factory=dict)
+    _writers: dict[tuple[str, str], pq.ParquetWriter] = field(default_factory=dict)
+    _rejects: list[dict[str, Any]] = field(default_factory=list)
+    _copies: int = 0
+    log_entries: list[dict[str, Any]] = field(default_factory=list)
+
+    def write(self, table: str, data: pa.Table | dict[str, Any]) -> int:
+        """Append rows to ``table`` (conformed to its physical schema). Returns rows written."""
+        tbl = schemas.conform(table, data)
+        if tbl.num_rows == 0:
+            return 0
+        if schemas.TABLES[table].partition_by_month:
+            for month, part in _split_by_month(tbl):
+                self._writer(table, month, tbl.schema).write_table(part)
+        else:
+            self._writer(table, "", tbl.schema).write_table(tbl)
+        self.rows[table] = self.rows.get(table, 0) + tbl.num_rows
+        return tbl.num_rows
+
+    def copy_query(
+        self,
+        table: str,
+        con: duckdb.DuckDBPyConnection,
+        query: str,
+        params: Sequence[Any] | None = None,
+    ) -> int:
+        """Write the result of a DuckDB query straight to staged Parquet (no Python rows).
+
+        The query must produce the physical columns of ``table`` in order; partitioned tables
+        are split by month of ``time``. Returns rows written."""
+        t = schemas.TABLES[table]
+        cols = ", ".join(
+            f"CAST({c.name} AS {schemas.duckdb_type(c.type)}) AS {c.name}"
+            for c in t.physical_columns
+        )
+        self._copies += 1
+        target = self.staging / table / f"copy{self._copies}"
+        if t.partition_by_month:
+            target.mkdir(parents=True, exist_ok=True)
+            sql = (
+                f"COPY (SELECT {cols}, strftime(time AT TIME ZONE 'UTC', '%Y-%m') AS month "
+                f"FROM ({query})) TO {sql_literal(str(target))} "
+                f"(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (month), "
+                f"FILENAME_PATTERN {sql_literal(self.batch_id + '-c' + str(self._copies) + '-{i}')}, "
+                f"OVERWRITE_OR_IGNORE true, RETURN_STATS false)"
+            )
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+            sql = (
+                f"COPY (SELECT {cols} FROM ({query})) TO "
+                f"{sql_literal(str(target / f'{self.batch_id}-c{self._copies}.parquet'))} "
+                f"(FORMAT parquet, COMPRESSION zstd)"
+            )
+        n = con.execute(sql, params or []).fetchone()
+        written = int(n[0]) if n else 0
+        self.rows[table] = self.rows.get(table, 0) + written
+        if written == 0:
+            shutil.rmtree(target, ignore_errors=True)
+        return written
+
+    def reject(self, source: str, line_no: int | None, reason: str, raw: str | None) -> None:
+        """Record one bad input row; written to the ``rejects`` table at commit."""
+        self._rejects.append(
+            {
+                "source": source,
+                "line_no": line_no,
+                "reason": reason,
+                "raw": None if raw is None else raw[:1000],
+            }
+        )
+
+    @property
+    def rejected(self) -> int:
+        return len(self._rejects)
+
+    def _writer(self, table: str, month: str, schema: pa.Schema) -> pq.ParquetWriter:
+        key = (table, month)
+        w = self._writers.get(key)
+        if w is None:
+            d = self.staging / table / "arrow" / (f"month={month}" if month else "")
+            d.mkdir(parents=True, exist_ok=True)
+            w = pq.ParquetWriter(d / f"{self.batch_id}-a0.parquet", schema, **PARQUET_OPTS)
+            self._writers[key] = w
+        return w
+
+    def _close(self) -> None:
+        if self._rejects:
+            rej = pa.Table.from_pylist(self._rejects, schema=schemas.REJECTS.physical_schema)
+            self._rejects = []
+            self.write("rejects", rej)
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+
+    def staged_files(self) -> list[tuple[str, Path, str]]:
+        """(table, staged path, relative final path) of every staged Parquet file."""
+        out = []
+        for table in schemas.TABLES:
+            tdir = self.staging / table
+            if not tdir.exists():
+                continue
+            for f in sorted(tdir.rglob("*.parquet")):
+                month = next((p for p in f.parts if p.startswith("month=")), "")
+                rel = Path("parquet") / table / month / f"{self.batch_id}-{len(out)}.parquet"
+                out.append((table, f, str(rel)))
+        return out
+
+
+def _split_by_month(tbl: pa.Table) -> Iterator[tuple[str, pa.Table]]:
+    ts = tbl.column("time").cast(pa.int64()).to_numpy(zero_copy_only=False)
+    months = ts.astype("datetime64[us]").astype("datetime64[M]")
+    uniq = np.unique(months)
+    if len(uniq) == 1:
+        yield str(uniq[0]), tbl
+        return
+    for m in uniq:
+        yield str(m), tbl.filter(pa.array(months == m))
+
+
+class Store:
+    """A store directory. ``Store(path)`` opens (creating it if needed) for writing;
+    ``Store(path, read_only=True)`` opens an existing store for queries."""
+
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False):
+        self.path = Path(path).resolve()
+        self.read_only = read_only
+        self.catalog = self.path / "catalog.duckdb"
+        if read_only and not self.catalog.exists():
+            raise StoreError(
+                f"no store at {self.path} (no catalog.duckdb); create one with "
+                f"`philly-analyze ingest PATH --store {path}`"
+            )
+        if not read_only:
+            self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.con = duckdb.connect(str(self.catalog), read_only=read_only)
+        except duckdb.IOException as e:
+            raise StoreError(
+                f"cannot open {self.catalog}: {str(e).splitlines()[0]} "
+                "(is another philly-analyze or duckdb process using this store?)"
+            ) from e
+        self.con.execute("SET TimeZone = 'UTC'")
+        if not read_only:
+            self._init_catalog()
+            self._collect_garbage()
+        if self._views_stale():
+            self.rebuild_views(temporary=read_only)
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _init_catalog(self) -> None:
+        c = self.con
+        c.execute("CREATE TABLE IF NOT EXISTS _meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        c.execute(
+            "CREATE TABLE IF NOT EXISTS _files (tbl VARCHAR, path VARCHAR, batch_id VARCHAR, "
+            "source_format VARCHAR, rows BIGINT)"
+        )
+        cols = ", ".join(
+            f"{col.name} {schemas.duckdb_type(col.type)}" for col in schemas.INGEST_LOG.columns
+        )
+        c.execute(f"CREATE TABLE IF NOT EXISTS ingest_log ({cols})")
+        row = c.execute("SELECT value FROM _meta WHERE key = 'version'").fetchone()
+        if row is None:
+            c.execute("INSERT INTO _meta VALUES ('version', ?)", [str(STORE_VERSION)])
+        elif int(row[0]) != STORE_VERSION:
+            raise StoreError(
+                f"{self.path} is a version {row[0]} store; this philly-analyze writes version "
+                f"{STORE_VERSION}. Re-create it with `philly-analyze ingest ... --store NEW`."
+            )
+
+    def _collect_garbage(self) -> None:
+        """Remove files of batches that never committed (crash or interrupt)."""
+        shutil.rmtree(self.path / ".staging", ignore_errors=True)
+        live = {r[0] for r in self.con.execute("SELECT path FROM _files").fetchall()}
+        root = self.path / "parquet"
+        if not root.exists():
+            return
+        for f in root.rglob("*.parquet"):
+            if str(f.relative_to(self.path)) not in live:
+                f.unlink()
+
+    def _views_stale(self) -> bool:
+        """Views are rebuilt when the store was moved (they hold absolute paths)."""
+        try:
+            row = self.con.execute("SELECT value FROM _meta WHERE key = 'root'").fetchone()
+        except duckdb.CatalogException:
+            return False
+        return row is None or row[0] != str(self.path)
+
+    # ------------------------------------------------------------------ writing
+    @contextmanager
+    def batch(self) -> Iterator[Batch]:
+        """Stage a batch of files; committed by ``commit`` (or discarded on error)."""
+        if self.read_only:
+            raise StoreError(f"{self.path} is open read-only")
+        batch_id = uuid.uuid4().hex[:12]
+        staging = self.path / ".staging" / batch_id
+        staging.mkdir(parents=True)
+        b = Batch(self, batch_id, staging)
+        try:
+            yield b
+        finally:
+            for w in b._writers.values():
+                w.close()
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def commit(
+        self,
+        batch: Batch,
+        log_entries: Sequence[dict[str, Any]],
+        *,
+        replace_batches: Sequence[str] = (),
+        source_format: str | None = None,
+    ) -> None:
+        """Publish ``batch`` atomically, record ``log_entries`` in ingest_log, and drop the files
+        of ``replace_batches`` (for ``--replace``)."""
+        batch._close()
+        staged = batch.staged_files()
+        moved: list[tuple[str, str, int]] = []
+        for table, src, rel in staged:
+            dst = self.path / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+            moved.append((table, rel, pq.ParquetFile(dst).metadata.num_rows))
+        old_files: list[str] = []
+        c = self.con
+        c.execute("BEGIN TRANSACTION")
+        try:
+            for b in replace_batches:
+                old_files += [
+                    r[0]
+                    for r in c.execute("SELECT path FROM _files WHERE batch_id = ?", [b]).fetchall()
+                ]
+                c.execute("DELETE FROM _files WHERE batch_id = ?", [b])
+                c.execute("DELETE FROM ingest_log WHERE batch_id = ?", [b])
+            for table, rel, n in moved:
+                c.execute(
+                    "INSERT INTO _files VALUES (?, ?, ?, ?, ?)",
+                    [table, rel, batch.batch_id, source_format, n],
+                )
+            names = [col.name for col in schemas.INGEST_LOG.columns]
+            for entry in log_entries:
+                e = {**entry, "batch_id": batch.batch_id}
+                e.setdefault("ingested_at", datetime.now(UTC))
+                if isinstance(e.get("tables"), dict):
+                    e["tables"] = json.dumps(e["tables"], sort_keys=True)
+                c.execute(
+                    f"INSERT INTO ingest_log ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                    [e.get(n) for n in names],
+                )
+            self._rebuild_views_sql()
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            for _, rel, _ in moved:
+                (self.path / rel).unlink(missing_ok=True)
+            raise
+        for rel in old_files:
+            (self.path / rel).unlink(missing_ok=True)
+
+    def find_source(
+        self, *, sha256: str | None = None, fingerprint: str | None = None
+    ) -> list[dict[str, Any]]:
+        """ingest_log rows with this content hash or file fingerprint."""
+        q = "SELECT * FROM ingest_log WHERE sha256 = ? OR fingerprint = ?"
+        return self.con.execute(q, [sha256, fingerprint]).fetch_df().to_dict("records")
+
+    # ------------------------------------------------------------------ views
+    def rebuild_views(self, temporary: bool = False) -> None:
+        """(Re)create every view from the live file list."""
+        if temporary:
+            self._rebuild_views_sql(temporary=True)
+            return
+        self.con.execute("BEGIN TRANSACTION")
+        self._rebuild_views_sql()
+        self.con.execute("COMMIT")
+
+    def _files_by_table(self) -> dict[str, list[tuple[str, str]]]:
+        out: dict[str, list[tuple[str, str]]] = {t: [] for t in schemas.TABLES}
+        rows = self.con.execute(
+            "SELECT tbl, path, coalesce(source_format, '') FROM _files ORDER BY path"
+        ).fetchall()
+        for tbl, rel, fmt in rows:
+            out.setdefault(tbl, []).append((str(self.path / rel), fmt))
+        return out
+
+    def _rebuild_views_sql(self, temporary: bool = False) -> None:
+        files = self._files_by_table()
+        create = "CREATE OR REPLACE TEMP VIEW" if temporary else "CREATE OR REPLACE VIEW"
+        for name, table in schemas.TABLES.items():
+            self.con.execute(f"{create} {name}_all AS {_union_sql(table, files[name])}")
+        for name, body in _canonical_views(files).items():
+            self.con.execute(f"{create} {name} AS {body}")
+        if not temporary:
+            self.con.execute("INSERT OR REPLACE INTO _meta VALUES ('root', ?)", [str(self.path)])
+
+    # ------------------------------------------------------------------ reading
+    def sql(self, query: str, params: Sequence[Any] | None = None) -> duckdb.DuckDBPyRelation:
+        """Run a query (``?`` parameters) and return the DuckDB relation."""
+        return self.con.sql(query, params=params) if params else self.con.sql(query)
+
+    def df(self, query: str, params: Sequence[Any] | None = None) -> Any:
+        """Run a query and return a pandas DataFrame."""
+        return self.con.execute(query, params or []).fetch_df()
+
+    def arrow(self, query: str, params: Sequence[Any] | None = None) -> pa.Table:
+        """Run a query and return an Arrow table."""
+        return self.con.execute(query, params or []).to_arrow_table()
+
+    def has_rows(self, table: str) -> bool:
+        """Whether the store holds any Parquet data for a table (cheap: reads the file list)."""
+        row = self.con.execute(
+            "SELECT coalesce(sum(rows), 0) FROM _files WHERE tbl = ?", [table]
+        ).fetchone()
+        return bool(row and row[0])
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows per physical table (from the file list, before merging sources)."""
+        rows = self.con.execute("SELECT tbl, sum(rows) FROM _files GROUP BY tbl").fetchall()
+        counts = {t: 0 for t in schemas.TABLES}
+        counts.update({t: int(n) for t, n in rows})
+        return counts
+
+    def ingest_log(self) -> Any:
+        """The ingest_log as a DataFrame."""
+        return self.df("SELECT * FROM ingest_log ORDER BY ingested_at, source")
+
+
+def _empty_select(columns: Sequence[schemas.Column]) -> str:
+    cols = ", ".join(f"CAST(NULL AS {schemas.duckdb_type(c.type)}) AS {c.name}" for c in columns)
+    return f"SELECT {cols} WHERE false"
+
+
+def _read(paths: Sequence[str], columns: Sequence[schemas.Column]) -> str:
+    cols = ", ".join(c.name for c in columns)
+    lst = ", ".join(sql_literal(p) for p in paths)
+    return f"SELECT {cols} FROM read_parquet([{lst}], union_by_name = true)"
+
+
+def _union_sql(table: schemas.Table, files: Sequence[tuple[str, str]]) -> str:
+    """Raw union of every physical file of a table (``<table>_all`` views)."""
+    cols = table.physical_columns
+    if not files:
+        return _empty_select(cols)
+    by_format: dict[str, list[str]] = {}
+    for path, fmt in files:
+        by_format.setdefault(fmt, []).append(path)
+    if "source" in {c.name for c in cols} or len(by_format) == 1 or not table.partition_by_month:
+        return _read([p for p, _ in files], cols)
+    # Time series from several formats: keep, per machine, only the most preferred format.
+    parts = []
+    prio = {f: schemas.SOURCE_PRIORITY.get(f, schemas.DEFAULT_SOURCE_PRIORITY) for f in by_format}
+    ranked = sorted(by_format, key=lambda f: (prio[f], f))
+    for i, fmt in enumerate(ranked):
+        body = _read(by_format[fmt], cols)
+        better = ranked[:i]
+        if better:
+            lst = ", ".join(sql_literal(f) for f in better)
+            body += (
+                " WHERE machine_id NOT IN (SELECT machine_id FROM machine_observations_all "
+                f"WHERE source IN ({lst}))"
+            )
+        parts.append(body)
+    return " UNION ALL ".join(parts)
+
+
+def _canonical_views(files: dict[str, list[tuple[str, str]]]) -> dict[str, str]:
+    """Bodies of the canonical views that merge sources."""
+    prio = _priority_case()
+    views: dict[str, str] = {}
+    att_cols = ", ".join(f"a.{c.name}" for c in schemas.ATTEMPTS.physical_columns)
+    views["attempts"] = f"""
+        WITH best AS (
+            SELECT job_id, arg_min(source, {prio}) AS source FROM attempts_all GROUP BY job_id)
+        SELECT {att_cols} FROM attempts_all a JOIN best USING (job_id, source)"""
+    pl_cols = ", ".join(f"p.{c.name}" for c in schemas.PLACEMENTS.physical_columns)
+    views["placements"] = f"""
+        WITH best AS (
+            SELECT job_id, arg_min(source, {prio}) AS source FROM attempts_all GROUP BY job_id)
+        SELECT {pl_cols} FROM placements_all p JOIN best USING (job_id, source)"""
+
+    def pick(col: str) -> str:
+        return f"arg_min({col}, _p) FILTER (WHERE {col} IS NOT NULL) AS {col}"
+
+    views["jobs"] = f"""
+        WITH j AS (SELECT *, {prio} AS _p FROM jobs_all),
+        merged AS (
+            SELECT job_id, {pick("vc")}, {pick("user_id")}, {pick("status")},
+                   {pick("submit_time")}, {pick("num_gpus")} , arg_min(flags, _p) AS flags,
+                   string_agg(DISTINCT source, ',' ORDER BY source) AS source
+            FROM j GROUP BY job_id),
+        a AS (SELECT *, attempt_idx = max(attempt_idx) OVER (PARTITION BY job_id) AS is_last
+              FROM attempts),
+        agg AS (
+            SELECT job_id, count(*)::INTEGER AS num_attempts,
+                   min(start_time) AS first_start,
+                   max(end_time) FILTER (WHERE is_last) AS last_end,
+                   arg_min(num_gpus, attempt_idx) AS first_gpus,
+                   sum(duration_s * num_gpus) AS gpu_time_s
+            FROM a GROUP BY job_id)
+        SELECT m.job_id, m.vc, m.user_id, m.status, m.submit_time,
+               coalesce(agg.first_gpus, m.num_gpus)::INTEGER AS num_gpus,
+               coalesce(agg.num_attempts, 0)::INTEGER AS num_attempts,
+               agg.first_start, agg.last_end,
+               epoch(agg.first_start) - epoch(m.submit_time) AS queue_delay_s,
+               epoch(agg.last_end) - epoch(agg.first_start) AS run_time_s,
+               coalesce(agg.gpu_time_s, 0.0) AS gpu_time_s,
+               m.flags, m.source
+        FROM merged m LEFT JOIN agg USING (job_id)"""
+    views["machines"] = f"""
+        WITH listed AS (
+            SELECT machine_id, arg_min(listed_num_gpus, {prio}) AS listed_num_gpus,
+                   arg_min(gpu_mem_gb, {prio}) AS gpu_mem_gb, arg_min(rack, {prio}) AS rack,
+                   arg_min(source, {prio}) AS source
+            FROM machines_all GROUP BY machine_id),
+        placed AS (SELECT machine_id, max(gpu_idx) + 1 AS n FROM placements
+                   WHERE gpu_idx IS NOT NULL GROUP BY machine_id),
+        util AS (SELECT machine_id, max(observed_num_gpus) AS n FROM machine_observations_all
+                 GROUP BY machine_id),
+        ids AS (SELECT machine_id FROM listed UNION SELECT machine_id FROM placed
+                UNION SELECT machine_id FROM util)
+        SELECT ids.machine_id,
+               coalesce(greatest(l.listed_num_gpus, p.n), u.n)::SMALLINT AS num_gpus,
+               l.listed_num_gpus::SMALLINT AS listed_num_gpus,
+               greatest(p.n, u.n)::SMALLINT AS observed_num_gpus,
+               l.gpu_mem_gb, l.rack, coalesce(l.source, 'observed') AS source
+        FROM ids LEFT JOIN listed l USING (machine_id) LEFT JOIN placed p USING (machine_id)
+                 LEFT JOIN util u USING (machine_id)"""
+    for name in schemas.TABLES:
+        if name not in views and name != "machine_observations":
+            views[name] = f"SELECT * FROM {name}_all"
+    return views
+
+
+def open_store(path: str | os.PathLike[str] | None, *, read_only: bool = True) -> Store:
+    """Open the store at ``path`` (default ``$PHILLY_STORE`` or ``./philly-store``)."""
+    return Store(path if path is not None else default_store_path(), read_only=read_only)
+
+
+def elapsed(t0: float) -> float:
+    """Seconds since ``t0`` (``time.perf_counter``)."""
+    return time.perf_counter() - t0

@@ -1,0 +1,82 @@
+"""Virtual-cluster quotas: one source for the report's queueing decomposition and the replay.
+
+A quota file is CSV with a header ``vc,gpus`` (or JSON ``{"vc": gpus, ...}``). Without one,
+quotas are inferred: each VC gets a share of the cluster's GPUs proportional to its share of
+the GPU time used in the data (jobs.gpu_time_s), rounded by largest remainder so the quotas sum
+to the cluster size, with at least one GPU for every VC that ran anything. This reflects the
+paper's description of Philly's VCs as guaranteed shares sized by each group's demand.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from philly_analyze.errors import UserError
+
+
+def load_quotas(path: str | Path) -> dict[str, int]:
+    """Read a quota file (CSV ``vc,gpus`` or JSON object)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise UserError(f"cannot read VC quota file: {e.strerror}", source=str(p)) from e
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise UserError(f"invalid JSON: {e.msg}", source=str(p), line=e.lineno) from e
+        items = list(data.items())
+        return {str(k): _gpus(v, p, None) for k, v in items}
+    out: dict[str, int] = {}
+    for i, row in enumerate(csv.reader(text.splitlines()), 1):
+        if not row or (i == 1 and row[0].strip().lower() == "vc"):
+            continue
+        if len(row) != 2:
+            raise UserError("expected 2 fields: vc,gpus", source=str(p), line=i)
+        out[row[0].strip()] = _gpus(row[1].strip(), p, i)
+    return out
+
+
+def _gpus(v: object, p: Path, line: int | None) -> int:
+    try:
+        n = int(str(v))
+    except ValueError:
+        raise UserError(f"GPU quota {v!r} is not an integer", source=str(p), line=line) from None
+    if n < 0:
+        raise UserError(f"GPU quota {n} is negative", source=str(p), line=line)
+    return n
+
+
+def infer_quotas(gpu_time_by_vc: Mapping[str, float], total_gpus: int) -> dict[str, int]:
+    """Quotas proportional to GPU-time use, summing to ``total_gpus`` (see module doc)."""
+    vcs = sorted(v for v, t in gpu_time_by_vc.items() if t and t > 0)
+    if not vcs or total_gpus <= 0:
+        return {}
+    if total_gpus < len(vcs):
+        return {v: (1 if i < total_gpus else 0) for i, v in enumerate(vcs)}
+    total = sum(gpu_time_by_vc[v] for v in vcs)
+    spare = total_gpus - len(vcs)
+    exact = {v: spare * gpu_time_by_vc[v] / total for v in vcs}
+    base = {v: 1 + int(exact[v]) for v in vcs}
+    left = total_gpus - sum(base.values())
+    for v in sorted(vcs, key=lambda v: (-(exact[v] - int(exact[v])), v))[:left]:
+        base[v] += 1
+    return base
+
+
+def quotas_for_store(store: object, path: str | Path | None = None) -> dict[str, int]:
+    """Quotas from ``path`` if given, else inferred from the store's jobs and machines."""
+    if path is not None:
+        return load_quotas(path)
+    from philly_analyze.store import Store
+
+    assert isinstance(store, Store)
+    rows = store.con.execute(
+        "SELECT vc, sum(gpu_time_s) FROM jobs WHERE vc IS NOT NULL GROUP BY vc"
+    ).fetchall()
+    total = store.con.execute("SELECT coalesce(sum(num_gpus), 0) FROM machines").fetchone()
+    return infer_quotas({v: float(t or 0) for v, t in rows}, int(total[0]) if total else 0)
