@@ -54,6 +54,12 @@ class SourceResult:
     provided: str = ""
 
 
+class SkipSource(Exception):
+    """Raised by ``Session.feed`` for a source that was recognised but holds nothing to ingest
+    (e.g. a Hadoop ApplicationMaster log next to the ResourceManager logs). The message says
+    why; the pipeline reports the source as skipped and records nothing for it."""
+
+
 class Session(Protocol):
     """Parses the sources of one format into one batch."""
 

@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from philly_analyze.errors import InputFormatError, UserError
-from philly_analyze.ingest.formats import Format, IngestContext, Session, SourceResult, detect
+from philly_analyze.ingest.formats import (
+    Format,
+    IngestContext,
+    Session,
+    SkipSource,
+    SourceResult,
+    detect,
+)
 from philly_analyze.ingest.source import (
     Source,
     archive_members,
@@ -206,6 +213,8 @@ def _ingest_one(
             extra = session.finish()
             for t, n in extra.items():
                 res.rows[t] = res.rows.get(t, 0) + n
+        except SkipSource as e:
+            return SourceOutcome(src.name, fmt.name, "skipped", str(e))
         except InputFormatError as e:
             error = e
             res = SourceResult(rows=dict(batch.rows), rejected=batch.rejected)
@@ -257,6 +266,8 @@ class _GroupedRun:
         self.ctx.tracker.update(completed=0, total=src.size)
         try:
             res = self.session.feed(src)
+        except SkipSource as e:
+            return SourceOutcome(src.name, self.fmt.name, "skipped", str(e))
         except InputFormatError as e:
             self.batch.reject(src.name, e.line, f"source stopped here: {e.message}", None)
             res = SourceResult(rejected=1)
