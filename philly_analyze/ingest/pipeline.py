@@ -315,4 +315,6 @@ def check_report(report: IngestReport) -> None:
     if errs:
         first = errs[0]
         more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
-        raise UserError(f"{first.name}: {first.message}{more}")
+        # Messages of InputFormatError already start with the file (and line).
+        where = "" if first.message.startswith(first.name) else f"{first.name}: "
+        raise UserError(f"{where}{first.message}{more}")

@@ -28,6 +28,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import duckdb
 import numpy as np
@@ -167,7 +168,7 @@ class _Chunk:
 
 
 def _fact_type(name: str) -> pa.DataType:
-    if name in ("attempt", "gpus"):
+    if name in ("attempt", "gpus", "node_gpus"):
         return pa.int32()
     if name == "has_cap":
         return pa.bool_()
@@ -351,19 +352,24 @@ class _YarnSession:
             "jobs": b.copy_query("jobs", con, asm.jobs_sql("apps", "atts")),
             "attempts": b.copy_query("attempts", con, "SELECT * FROM atts"),
             "placements": b.copy_query("placements", con, asm.placements_sql("conts", "atts")),
+            "machine_observations": b.copy_query(
+                "machine_observations", con, asm.machine_observations_sql("fr")
+            ),
         }
         self._notes(con)
         return rows
 
     def _notes(self, con: duckdb.DuckDBPyConnection) -> None:
         row = con.execute(asm.timezone_check_sql("fr")).fetchone()
-        if row and row[1] and row[0] is not None and abs(row[0]) > 1800:
-            hours = row[0] / 3600
+        if row and row[2] and row[0] is not None and abs(row[0]) > 1800:
+            diff_h, when, n = row[0] / 3600, row[1], row[2]
+            offset = when.astimezone(ZoneInfo(self.ctx.timezone)).utcoffset()
+            zone = offset.total_seconds() / 3600 + diff_h if offset is not None else None
+            zone_text = f"UTC{round(zone * 4) / 4:+g}" if zone is not None else "another zone"
             self.ctx.note(
-                f"yarn_rm_log: wall-clock times read in {self.ctx.timezone} are {hours:+.1f} h "
-                f"off the exact finishTime of {row[1]} ApplicationSummary line(s): the log was "
-                f"probably written in a zone {-hours:+.0f} h from it; re-ingest with --replace "
-                "--timezone ZONE (e.g. UTC)"
+                f"yarn_rm_log: wall-clock times read in {self.ctx.timezone} are {diff_h:+.1f} h "
+                f"off the exact finishTime of {n} ApplicationSummary line(s): the log was "
+                f"probably written in {zone_text}; re-ingest with --replace --timezone ZONE"
             )
         restarts = self.kinds.get("rm_start", 0)
         if restarts:

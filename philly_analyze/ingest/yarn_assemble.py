@@ -21,6 +21,8 @@ lines span files) and runs in DuckDB with bounded memory. The rules (docs/raw-so
   **num_machines**: hosts of its GPU containers (of all its containers for CPU-only attempts).
 - **placements**: one row per GPU of each container, ``gpu_idx`` NULL (the RM does not know
   device indices).
+- **machine_observations**: each host that ran a container, with its GPUs (used + available
+  in ``Assigned container`` lines), so ``machines`` lists YARN hosts.
 """
 
 from __future__ import annotations
@@ -212,9 +214,20 @@ def placements_sql(conts: str, attempts: str) -> str:
         WHERE c.gpus > 0"""
 
 
+def machine_observations_sql(fr: str) -> str:
+    """Every host that ran a container (so ``machines`` lists it): its GPUs, from the node's
+    used + available resources in ``Assigned container`` lines (NULL when the RM does not count
+    GPUs), and when it was seen."""
+    return f"""
+        SELECT host AS machine_id, max(node_gpus) AS observed_num_gpus, min(t) AS first_seen,
+               max(t) AS last_seen, {sql_literal(SOURCE)} AS source
+        FROM {fr} WHERE kind IN ('assigned', 'am_container') GROUP BY host"""
+
+
 def timezone_check_sql(fr: str) -> str:
     """Median seconds between summary lines' wall-clock times (read in the user's zone) and
     the exact finishTime they report (logged a few seconds after the app finished)."""
     return f"""
-        SELECT median(epoch(t) - ms3 / 1000.0), count(*) FROM {fr}
+        SELECT median(epoch(t) - ms3 / 1000.0), to_timestamp(median(ms3) / 1000.0), count(*)
+        FROM {fr}
         WHERE kind = 'summary' AND ms3 IS NOT NULL AND NOT exact"""

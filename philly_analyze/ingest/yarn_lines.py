@@ -81,6 +81,7 @@ ACTIVATED_RE = re.compile(
 ASSIGNED_RE = re.compile(
     rf"Assigned container (?P<id>{CONTAINER_ID}) of capacity (?P<cap><[^>]*>) "
     r"on host (?P<host>[^\s,]+),"
+    r"(?: which has \d+ containers?, (?P<used><[^>]*>) used and (?P<avail><[^>]*>) available)?"
 )
 STORING_RE = re.compile(
     rf"Storing attempt: AppId: {APP_ID} AttemptId: {ATTEMPT_ID} MasterContainer: Container: "
@@ -135,6 +136,8 @@ class Fact:
     host: str | None = None
     gpus: int | None = None
     has_cap: bool | None = None
+    #: GPUs of the node (used + available after an assignment), when the RM counts GPUs.
+    node_gpus: int | None = None
     user: str | None = None
     queue: str | None = None
     status: str | None = None
@@ -285,6 +288,16 @@ def _state_change(rest: str) -> list[Fact]:
     return []  # state changes of other entities: not ours
 
 
+def _node_gpus(m: re.Match[str]) -> int | None:
+    """A node's GPUs from ``<...> used and <...> available``; None if the RM counts no GPUs."""
+    if "used" not in m.groupdict() or m["used"] is None:
+        return None
+    used, avail = GPU_RE.search(m["used"]), GPU_RE.search(m["avail"])
+    if used is None or avail is None:
+        return None
+    return int(used.group(1)) + int(avail.group(1))
+
+
 def _container_fact(kind: str, m: re.Match[str]) -> Fact:
     return Fact(
         kind,
@@ -294,6 +307,7 @@ def _container_fact(kind: str, m: re.Match[str]) -> Fact:
         host=machine_id(m["host"]),
         gpus=_gpus(m["cap"]),
         has_cap=True,
+        node_gpus=_node_gpus(m),
     )
 
 
