@@ -11,7 +11,7 @@
   way rrdtool lays the archive out: the newest row of an RRA of ``pdp_per_row`` x ``step``
   seconds ends at ``lastupdate`` rounded down to that period, older rows one period apart.
   Only AVERAGE archives are read, finest first; a coarser archive only fills the time before
-  the finer ones begin.
+  the finer ones begin (a row straddling that point keeps only its earlier part).
 
 Files may hold several documents one after another (repeated captures) and junk around them
 (a ``telnet host 8649`` capture's ``Trying ...`` lines): documents are split at ``<?xml`` and
@@ -288,12 +288,15 @@ def read_dump(source: Source, sink: Sink, tracker: Tracker, names: Namer) -> Rea
         n = len(rra.rows)
         st.steps.add(period)
         for i, row in enumerate(rra.rows):
-            t = last_end - (n - 1 - i) * period
-            if covered_from is not None and t > covered_from:
-                continue
+            t1 = last_end - (n - 1 - i) * period
+            t0 = t1 - period
+            if covered_from is not None:
+                if t0 >= covered_from:
+                    continue
+                t1 = min(t1, covered_from)  # the finer archive has the rest of this row's span
             for (h, m), x in zip(series, row, strict=False):
                 if x is not None:
-                    sink.add(h, m, (t - period) * US, t * US, x)
+                    sink.add(h, m, t0 * US, t1 * US, x)
                     st.took(h, m)
         first = last_end - n * period
         covered_from = first if covered_from is None else min(covered_from, first)
