@@ -151,8 +151,12 @@ def test_ganglia_web_json_and_rrdtool_xport(tmp_path: Path, store_dir: Path) -> 
                     "graph_type": "stack",
                     "host_name": "m49",
                     "metric_name": "gpu3_util",
-                    "datapoints": [[55.0, T0 + 60], [None, T0 + 120], ["NaN", T0 + 180]]
-                    + [[65, T0 + 240]],
+                    "datapoints": [
+                        [55.0, T0 + 60],
+                        [None, T0 + 120],
+                        ["NaN", T0 + 180],
+                        [65, T0 + 240],
+                    ],
                 }
             ]
         )
