@@ -184,7 +184,7 @@ def test_ganglia_web_json_and_rrdtool_xport(tmp_path: Path, store_dir: Path) -> 
     ]
     with Store(store_dir, read_only=True) as s:
         log = s.df("SELECT format, provided FROM ingest_log ORDER BY format")
-    assert log["provided"].str.startswith("samples: 2 of 1 series (gpu").all()
+    assert log["provided"].str.startswith("2 samples, 1 series (gpu").all()
 
 
 def test_gmetad_rrd_dump_with_sum_data_source(tmp_path: Path, store_dir: Path) -> None:

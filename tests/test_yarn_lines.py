@@ -259,3 +259,10 @@ def test_summary_epochs_are_exact_and_a_wrong_zone_is_noticed(
     _, atts2 = _frames(tmp_path / "s2")
     assert atts2.iloc[0].end_time == _ts("2021-11-23 02:06:56.705")
     assert not any("off the exact" in n for n in json.loads(r2.stdout)["notes"])
+
+
+def test_prefilter_knows_every_key_phrase() -> None:
+    from philly_analyze.ingest.yarn_lines import KEY_PHRASES, has_key_phrase
+
+    assert all(has_key_phrase(f"x {p} y") for p in KEY_PHRASES)
+    assert not has_key_phrase("2021-11-23 10:00:00,000 INFO x.LeafQueue: assignedContainer ...")

@@ -48,7 +48,7 @@ from philly_analyze.ingest.source import Source
 from philly_analyze.store import Batch, sql_literal
 
 #: DuckDB memory for resampling; it spills to the staging folder beyond that.
-RESAMPLE_MEMORY = "512MB"
+RESAMPLE_MEMORY = "256MB"
 Reader = Callable[[Source, SampleSink, IngestContext, Batch], ReadStats]
 
 
@@ -170,10 +170,12 @@ class _GangliaSession:
         if st.samples == 0:
             self.ctx.note(f"{self.fmt.name}: {source.name}: no numeric samples")
         metrics = sorted({m for _, m in st.series})
-        shown = ", ".join(metrics[:8]) + (", ..." if len(metrics) > 8 else "")
+        shown = ", ".join(metrics[:6]) + (", ..." if len(metrics) > 6 else "")
+        hosts = sorted(st.hosts)
+        on = f"host {', '.join(hosts)}" if len(hosts) <= 3 else f"{len(hosts)} hosts"
         provided = (
-            f"samples: {st.samples} of {len(st.series)} series ({shown}) on {len(st.hosts)} "
-            "host(s); resampled per minute with the other files of the group"
+            f"{st.samples:,} samples, {len(st.series):,} series ({shown}) on {on}; "
+            "per-minute rows written with the group"
         )
         return SourceResult({}, st.rejected, provided)
 

@@ -273,7 +273,11 @@ class _GroupedRun:
             res = SourceResult(rejected=1)
             outcome = SourceOutcome(src.name, self.fmt.name, "error", e.format(), {}, 1)
         else:
-            outcome = SourceOutcome(src.name, self.fmt.name, "ingested", "", res.rows, res.rejected)
+            # Sources whose rows are only assembled at finish() say what they gave instead.
+            message = "" if sum(res.rows.values()) else res.provided
+            outcome = SourceOutcome(
+                src.name, self.fmt.name, "ingested", message, res.rows, res.rejected
+            )
         outcome.seconds = time.perf_counter() - t0
         self.entries.append(_log_entry(src, self.fmt, res, outcome.seconds))
         self.replaced |= {p["batch_id"] for p in previous}

