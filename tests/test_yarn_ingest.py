@@ -447,3 +447,91 @@ def test_reingest_is_idempotent(tmp_path: Path, store_dir: Path) -> None:
     for a, b in zip(before, frames(store_dir), strict=True):
         pd.testing.assert_frame_equal(a, b)
     assert datetime(2021, 11, 23, tzinfo=UTC) < before[0].submit_time.min()
+
+
+def _published_and_rm(seed: int, n_jobs: int) -> tuple[list[dict], list[str]]:
+    """The same jobs as a Philly job log and as RM log lines (docs/raw-sources.md, "For
+    writers of these formats"). Times in Los Angeles wall clock, whole seconds."""
+    import random
+
+    rng = random.Random(seed)
+    base = pd.Timestamp("2017-10-03 08:00:00")
+    jobs: list[dict] = []
+    lines: list[tuple[pd.Timestamp, str]] = []
+
+    def at(t: pd.Timestamp, cls: str, msg: str) -> None:
+        lines.append((t, f"{t:%Y-%m-%d %H:%M:%S},000 INFO {RM}.{CLS[cls]}: {msg}"))
+
+    for j in range(n_jobs):
+        aid = f"application_1506638472019_{j + 1:04d}"
+        ids = aid.removeprefix("application_")
+        submit = base + pd.Timedelta(seconds=rng.randrange(0, 36000))
+        status = rng.choice(["Pass", "Pass", "Killed", "Failed"])
+        n_att = rng.choice([1, 1, 2]) if status != "Killed" else 1
+        gpus = rng.choice([1, 2, 4, 8, 16])
+        vc, user = f"vc{rng.randrange(3)}", f"u{rng.randrange(5)}"
+        at(submit, "app", f"{aid} State change from NEW to NEW_SAVING on event = START")
+        at(submit, "cs", f"Accepted application {aid} from user: {user}, in queue: {vc}")
+        t = submit + pd.Timedelta(seconds=rng.randrange(1, 3600))
+        attempts = []
+        for n in range(1, n_att + 1):
+            start, end = t, t + pd.Timedelta(seconds=rng.randrange(60, 7200))
+            hosts = [f"m{h}" for h in rng.sample(range(100), max(1, gpus // 8))]
+            detail = []
+            for c, host in enumerate(hosts, 1):
+                g = min(gpus, 8)
+                detail.append({"ip": host, "gpus": [f"gpu{i}" for i in range(g)]})
+                cid = f"container_{ids}_{n:02d}_{c:06d}"
+                at(start, "cont", f"{cid} Container Transitioned from NEW to ALLOCATED")
+                at(
+                    start,
+                    "node",
+                    f"Assigned container {cid} of capacity <memory:1, vCores:1, yarn.io/gpu: {g}>"
+                    f" on host {host}:45454, which has 1 containers, <memory:1, vCores:1, "
+                    f"yarn.io/gpu: {g}> used and <memory:1, vCores:1, yarn.io/gpu: {8 - g}> "
+                    "available after allocation",
+                )
+            last = n == n_att
+            final = {"Pass": "FINISHED", "Killed": "KILLED", "Failed": "FAILED"}[status]
+            att_final = (
+                final if last and final != "FINISHED" else ("FINISHED" if last else "FAILED")
+            )
+            aname = f"appattempt_{ids}_{n:06d}"
+            at(end, "att", f"{aname} State change from RUNNING to {att_final}")
+            attempts.append(
+                {
+                    "start_time": f"{start:%Y-%m-%d %H:%M:%S}",
+                    "end_time": f"{end:%Y-%m-%d %H:%M:%S}",
+                    "detail": detail,
+                }
+            )
+            t = end + pd.Timedelta(seconds=rng.randrange(1, 60))
+        at(end, "app", f"{aid} State change from FINAL_SAVING to {final}")
+        jobs.append(
+            {
+                "status": status,
+                "vc": vc,
+                "jobid": aid,
+                "attempts": attempts,
+                "submitted_time": f"{submit:%Y-%m-%d %H:%M:%S}",
+                "user": user,
+            }
+        )
+    return jobs, [ln for _, ln in sorted(lines, key=lambda x: x[0])]
+
+
+def test_rm_log_gives_what_the_published_trace_says(tmp_path: Path) -> None:
+    jobs, lines = _published_and_rm(seed=7, n_jobs=40)
+    (tmp_path / "cluster_job_log").write_text(json.dumps(jobs))
+    (tmp_path / "rm.log").write_text("\n".join(lines) + "\n")
+    assert ingest(tmp_path / "pub", tmp_path / "cluster_job_log").exit_code == 0
+    assert ingest(tmp_path / "raw", tmp_path / "rm.log").exit_code == 0
+    pub, raw = frames(tmp_path / "pub"), frames(tmp_path / "raw")
+    cols = ["job_id", "vc", "user_id", "status", "submit_time", "num_gpus", "num_attempts"]
+    pd.testing.assert_frame_equal(pub[0][cols], raw[0][cols])
+    acols = ["job_id", "attempt_idx", "start_time", "end_time", "num_gpus", "num_machines"]
+    acols += ["duration_s", "outcome"]
+    pd.testing.assert_frame_equal(pub[1][acols], raw[1][acols])
+    # The RM never knows GPU indices: compare GPUs per job, attempt and machine.
+    keys = ["job_id", "attempt_idx", "machine_id"]
+    assert pub[2].groupby(keys).size().to_dict() == raw[2].groupby(keys).size().to_dict()

@@ -55,7 +55,7 @@ from philly_analyze.schemas import UTC_TS
 from philly_analyze.store import Batch, sql_literal
 from philly_analyze.timeutil import fold_offset, localize_naive
 
-CHUNK_FACTS = 50_000
+CHUNK_FACTS = 20_000
 #: A wall-clock time this much before the file's latest is the fall-back hour's second pass.
 FOLD_BACKSTEP = np.timedelta64(30 * 60 * 1_000_000, "us")
 #: DuckDB memory for assembly; it spills to the staging folder beyond that.
