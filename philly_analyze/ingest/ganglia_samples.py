@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -50,9 +51,14 @@ class Sink(Protocol):
 
     def add(self, host: str, metric: str, t0_us: int, t1_us: int, value: float) -> None: ...
 
+    def add_many(
+        self, host: str, metric: str, t0_us: np.ndarray, t1_us: np.ndarray, values: np.ndarray
+    ) -> int: ...
+
 
 class SampleSink:
-    """Samples buffered in columns and appended to one Parquet file (bounded memory)."""
+    """Samples buffered in columns and appended to one Parquet file (bounded memory).
+    ``add`` takes one sample; ``add_many`` a whole series chunk as arrays (vectorised readers)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -65,6 +71,8 @@ class SampleSink:
             [],
             [],
         )
+        self._tables: list[pa.Table] = []
+        self._pending = 0
 
     def add(self, host: str, metric: str, t0_us: int, t1_us: int, value: float) -> None:
         h, m, a, b, v = self._cols
@@ -76,19 +84,51 @@ class SampleSink:
         if len(v) >= CHUNK_SAMPLES:
             self.flush()
 
+    def add_many(
+        self, host: str, metric: str, t0_us: np.ndarray, t1_us: np.ndarray, values: np.ndarray
+    ) -> int:
+        """Add the finite values of one series; returns how many were added."""
+        keep = np.isfinite(values)
+        n = int(keep.sum())
+        if n:
+            self._tables.append(
+                pa.Table.from_arrays(
+                    [
+                        pa.array([host] * n, pa.string()),
+                        pa.array([metric] * n, pa.string()),
+                        pa.array(t0_us[keep], pa.int64()),
+                        pa.array(t1_us[keep], pa.int64()),
+                        pa.array(values[keep], pa.float64()),
+                    ],
+                    schema=SAMPLE_SCHEMA,
+                )
+            )
+            self._pending += n
+            if self._pending >= CHUNK_SAMPLES:
+                self.flush()
+        return n
+
     def flush(self) -> None:
-        if not self._cols[4]:
+        if self._cols[4]:
+            self._tables.append(
+                pa.Table.from_arrays(
+                    [
+                        pa.array(c, type=f.type)
+                        for c, f in zip(self._cols, SAMPLE_SCHEMA, strict=True)
+                    ],
+                    schema=SAMPLE_SCHEMA,
+                )
+            )
+            for c in self._cols:
+                c.clear()
+        if not self._tables:
             return
-        table = pa.Table.from_arrays(
-            [pa.array(c, type=f.type) for c, f in zip(self._cols, SAMPLE_SCHEMA, strict=True)],
-            schema=SAMPLE_SCHEMA,
-        )
+        table = pa.concat_tables(self._tables)
+        self._tables, self._pending = [], 0
         if self._writer is None:
             self._writer = pq.ParquetWriter(self.path, SAMPLE_SCHEMA)
         self._writer.write_table(table)
         self.count += table.num_rows
-        for c in self._cols:
-            c.clear()
 
     def close(self) -> bool:
         """Flush and close; whether any sample was written."""
@@ -112,10 +152,11 @@ class ReadStats:
     steps: set[int] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
 
-    def took(self, host: str, metric: str) -> None:
-        self.samples += 1
-        self.hosts.add(host)
-        self.series.add((host, metric))
+    def took(self, host: str, metric: str, n: int = 1) -> None:
+        if n:
+            self.samples += n
+            self.hosts.add(host)
+            self.series.add((host, metric))
 
 
 def parse_number(text: str | None) -> float | None:
