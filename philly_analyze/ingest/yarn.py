@@ -59,7 +59,7 @@ CHUNK_FACTS = 20_000
 #: A wall-clock time this much before the file's latest is the fall-back hour's second pass.
 FOLD_BACKSTEP = np.timedelta64(30 * 60 * 1_000_000, "us")
 #: DuckDB memory for assembly; it spills to the staging folder beyond that.
-ASSEMBLY_MEMORY = "256MB"
+ASSEMBLY_MEMORY = "400MB"
 _FIELDS_OF = operator.attrgetter(*FACT_FIELDS)
 #: Logger classes of the ResourceManager (the logger token right after the level).
 _RM_CLASSES = re.compile(
@@ -331,7 +331,8 @@ class _YarnSession:
         if self.writer is None:
             return {}
         self.writer.close()
-        con = duckdb.connect()
+        # A database file, not memory: its tables can leave memory when the limit is reached.
+        con = duckdb.connect(str(self.dir / "assemble.duckdb"))
         try:
             return self._assemble(con)
         finally:
@@ -343,11 +344,11 @@ class _YarnSession:
         con.execute(f"SET temp_directory = {sql_literal(str(self.dir / 'spill'))}")
         con.execute("SET preserve_insertion_order = false")
         facts = sql_literal(str(self.dir / "facts.parquet"))
-        con.execute(f"CREATE TEMP VIEW raw_facts AS SELECT * FROM read_parquet({facts})")
-        con.execute(f"CREATE TEMP TABLE fr AS {asm.facts_with_recovery('raw_facts')}")
-        con.execute(f"CREATE TEMP TABLE apps AS {asm.apps_sql('fr')}")
-        con.execute(f"CREATE TEMP TABLE conts AS {asm.containers_sql('fr')}")
-        con.execute(f"CREATE TEMP TABLE atts AS {asm.attempts_sql('fr', 'apps', 'conts')}")
+        con.execute(f"CREATE VIEW raw_facts AS SELECT * FROM read_parquet({facts})")
+        con.execute(f"CREATE TABLE fr AS {asm.facts_with_recovery('raw_facts')}")
+        con.execute(f"CREATE TABLE apps AS {asm.apps_sql('fr')}")
+        con.execute(f"CREATE TABLE conts AS {asm.containers_sql('fr')}")
+        con.execute(f"CREATE TABLE atts AS {asm.attempts_sql('fr', 'apps', 'conts')}")
         b = self.batch
         # scheduler_events rows were credited to their sources by feed(); not counted here.
         b.copy_query("scheduler_events", con, asm.scheduler_events_sql("fr"))

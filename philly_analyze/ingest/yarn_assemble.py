@@ -78,20 +78,35 @@ def scheduler_events_sql(fr: str) -> str:
         WHERE kind IN ('app', 'attempt', 'container')"""
 
 
+def _ranked(kinds: list[str]) -> str:
+    """A BIGINT sort key: the rank of ``kind`` in ``kinds``, then the time (first wins)."""
+    whens = " ".join(f"WHEN '{k}' THEN {i}" for i, k in enumerate(kinds))
+    return f"(CASE kind {whens} END) * 10000000000000000 + epoch_us(t)"
+
+
 def apps_sql(fr: str) -> str:
-    """One row per application: submit, status, end, user, queue, flags inputs."""
+    """One row per application: submit, status, end, user, queue, flags inputs.
+
+    One GROUP BY with few, small aggregate states (a preference is a BIGINT rank-then-time key
+    for ``arg_min``), so hundreds of thousands of apps aggregate within the memory limit."""
     r = rules()
     final = _in(r["app_final_states"])
     submit_states = _in(r["app_submit_states"])
-    state = "coalesce(final_live, final_rec, sum_state, audit_state)"
+    users = ["accepted", "summary", "submit_req", "activated", "audit_finish"]
+    queues = ["accepted", "summary", "activated", "submit_req"]
+    # The final state: a live transition, a replayed (recovery) one, the summary, the audit.
+    state_rank = (
+        "(CASE WHEN kind = 'app' AND NOT recovered THEN 0 WHEN kind = 'app' THEN 1 "
+        "WHEN kind = 'summary' THEN 2 ELSE 3 END) * 10000000000000000 + epoch_us(t)"
+    )
+    state_rows = (
+        f"(kind = 'app' AND to_state IN {final}) OR (kind IN ('summary', 'audit_finish') "
+        "AND to_state IS NOT NULL)"
+    )
     status = (
         f"coalesce({_case('sum_final_status', r['final_status_to_status'])}, "
-        f"{_case(state, r['final_state_to_status'])})"
+        f"{_case('state', r['final_state_to_status'])})"
     )
-
-    def first(col: str, kind: str) -> str:
-        return f"arg_min({col}, t) FILTER (WHERE kind = '{kind}' AND {col} IS NOT NULL)"
-
     return f"""
         WITH a AS (
             SELECT app,
@@ -103,29 +118,26 @@ def apps_sql(fr: str) -> str:
                 min(ms1) FILTER (WHERE kind = 'summary') AS sum_submit_ms,
                 min(ms2) FILTER (WHERE kind = 'summary') AS sum_start_ms,
                 min(ms3) FILTER (WHERE kind = 'summary') AS sum_finish_ms,
-                coalesce({first("user", "accepted")}, {first("user", "summary")},
-                         {first("user", "submit_req")}, {first("user", "activated")},
-                         {first("user", "audit_finish")}) AS user_id,
-                coalesce({first("queue", "accepted")}, {first("queue", "summary")},
-                         {first("queue", "activated")}, {first("queue", "submit_req")}) AS vc,
-                arg_min(to_state, t) FILTER (WHERE kind = 'app' AND to_state IN {final}
-                                             AND NOT recovered) AS final_live,
+                arg_min("user", {_ranked(users)}) FILTER (WHERE "user" IS NOT NULL
+                    AND kind IN {_in(users)}) AS user_id,
+                arg_min(queue, {_ranked(queues)}) FILTER (WHERE queue IS NOT NULL
+                    AND kind IN {_in(queues)}) AS vc,
+                arg_min(to_state, {state_rank}) FILTER (WHERE {state_rows}) AS state,
+                arg_min(status, t) FILTER (WHERE kind = 'summary') AS sum_final_status,
                 min(t) FILTER (WHERE kind = 'app' AND to_state IN {final}
                                AND NOT recovered) AS end_live,
-                arg_min(to_state, t) FILTER (WHERE kind = 'app' AND to_state IN {final}
-                                             AND recovered) AS final_rec,
-                {first("to_state", "summary")} AS sum_state,
-                {first("status", "summary")} AS sum_final_status,
-                {first("to_state", "audit_finish")} AS audit_state,
                 min(t) FILTER (WHERE kind = 'audit_finish') AS audit_end,
                 bool_or(recovered OR kind = 'recovering') AS was_recovered
-            FROM {fr} WHERE app IS NOT NULL GROUP BY app)
-        SELECT app, user_id, vc, was_recovered,
+            FROM {fr}
+            WHERE app IS NOT NULL AND kind IN ('app', 'accepted', 'summary', 'submit_req',
+                'activated', 'audit_finish', 'recovering') GROUP BY app),
+        seen AS (SELECT DISTINCT app FROM {fr} WHERE app IS NOT NULL)
+        SELECT app, user_id, vc, coalesce(was_recovered, false) AS was_recovered,
                coalesce(submit_a, submit_b, submit_c, to_timestamp(sum_submit_ms / 1000.0),
                         to_timestamp(sum_start_ms / 1000.0)) AS submit_time,
                {status} AS status,
                coalesce(end_live, to_timestamp(sum_finish_ms / 1000.0), audit_end) AS app_end
-        FROM a"""
+        FROM seen LEFT JOIN a USING (app)"""
 
 
 def containers_sql(fr: str) -> str:
