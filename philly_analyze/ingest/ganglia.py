@@ -48,7 +48,7 @@ from philly_analyze.ingest.source import Source
 from philly_analyze.store import Batch, sql_literal
 
 #: DuckDB memory for resampling; it spills to the staging folder beyond that.
-RESAMPLE_MEMORY = "256MB"
+RESAMPLE_MEMORY = "400MB"
 Reader = Callable[[Source, SampleSink, IngestContext, Batch], ReadStats]
 
 
@@ -192,7 +192,8 @@ class _GangliaSession:
                 f"{self.fmt.name}: rows of {steps} steps: each minute a row covers gets its "
                 "average (docs/raw-sources.md, resampling)"
             )
-        con = duckdb.connect()
+        # A database file, not memory: its tables can leave memory when the limit is reached.
+        con = duckdb.connect(str(self.dir / "resample.duckdb"))
         try:
             return self._route(con)
         finally:
@@ -205,9 +206,9 @@ class _GangliaSession:
         con.execute(f"SET temp_directory = {sql_literal(str(self.dir / 'spill'))}")
         con.execute("SET preserve_insertion_order = false")
         samples = f"read_parquet({sql_literal(str(self.sink.path))})"
-        con.execute(f"CREATE TEMP TABLE pm AS {per_minute_sql(samples, ['machine_id', 'metric'])}")
+        con.execute(f"CREATE TABLE pm AS {per_minute_sql(samples, ['machine_id', 'metric'])}")
         con.execute(
-            "CREATE TEMP TABLE gpu AS SELECT time, machine_id, "
+            "CREATE TABLE gpu AS SELECT time, machine_id, "
             "CAST(regexp_extract(metric, ?, 1) AS SMALLINT) AS gpu_idx, "
             "regexp_extract(metric, ?, 2) AS m, value FROM pm WHERE regexp_matches(metric, ?)",
             [r["gpu_metric_regex"]] * 3,
