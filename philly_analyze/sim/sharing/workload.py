@@ -14,6 +14,9 @@ from philly_analyze.sim.sharing.config import SharingConfig
 
 MINUTES_PER_DAY = 1440.0
 
+#: States of an offline job in the simulation.
+FUTURE, PENDING, SHARED, ORDINARY, DONE = 0, 1, 2, 3, 4
+
 
 class OnlineFleet:
     """Per-GPU arrays describing each online GPU's service and its load at the current minute.
