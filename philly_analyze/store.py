@@ -49,6 +49,16 @@ DEFAULT_STORE = "philly-store"
 PARQUET_OPTS: dict[str, Any] = {"compression": "zstd"}
 
 
+def connect(database: str = ":memory:", *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection configured the project's way: UTC session time zone (all stored
+    times are UTC) and no DuckDB progress bar (our own progress goes to stderr, and only when
+    wanted). Use this instead of ``duckdb.connect``."""
+    con = duckdb.connect(database, read_only=read_only)
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 def default_store_path() -> Path:
     """``$PHILLY_STORE`` or ``./philly-store``."""
     return Path(os.environ.get("PHILLY_STORE", DEFAULT_STORE))
@@ -97,11 +107,14 @@ class Batch:
         con: duckdb.DuckDBPyConnection,
         query: str,
         params: Sequence[Any] | None = None,
+        *,
+        month_column: str | None = None,
     ) -> int:
         """Write the result of a DuckDB query straight to staged Parquet (no Python rows).
 
-        The query must produce the physical columns of ``table`` in order; partitioned tables
-        are split by month of ``time``. Returns rows written."""
+        The query must produce the physical columns of ``table``; partitioned tables are split
+        by month of ``time`` (UTC), or by ``month_column`` when the query already provides it
+        as an INTEGER yyyymm (cheaper). Returns rows written."""
         t = schemas.TABLES[table]
         cols = ", ".join(
             f"CAST({c.name} AS {schemas.duckdb_type(c.type)}) AS {c.name}"
@@ -111,8 +124,11 @@ class Batch:
         target = self.staging / table / f"copy{self._copies}"
         if t.partition_by_month:
             target.mkdir(parents=True, exist_ok=True)
+            month = month_column or (
+                "(year(time AT TIME ZONE 'UTC') * 100 + month(time AT TIME ZONE 'UTC'))"
+            )
             sql = (
-                f"COPY (SELECT {cols}, strftime(time AT TIME ZONE 'UTC', '%Y-%m') AS month "
+                f"COPY (SELECT {cols}, {month}::INTEGER AS month "
                 f"FROM ({query})) TO {sql_literal(str(target))} "
                 f"(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (month), "
                 f"FILENAME_PATTERN {sql_literal(self.batch_id + '-c' + str(self._copies) + '-{i}')}, "
@@ -175,6 +191,8 @@ class Batch:
                 continue
             for f in sorted(tdir.rglob("*.parquet")):
                 month = next((p for p in f.parts if p.startswith("month=")), "")
+                if month and "-" not in month:  # month=201710 from DuckDB -> month=2017-10
+                    month = f"month={month[6:10]}-{month[10:12]}"
                 rel = Path("parquet") / table / month / f"{self.batch_id}-{len(out)}.parquet"
                 out.append((table, f, str(rel)))
         return out
@@ -207,13 +225,12 @@ class Store:
         if not read_only:
             self.path.mkdir(parents=True, exist_ok=True)
         try:
-            self.con = duckdb.connect(str(self.catalog), read_only=read_only)
+            self.con = connect(str(self.catalog), read_only=read_only)
         except duckdb.IOException as e:
             raise StoreError(
                 f"cannot open {self.catalog}: {str(e).splitlines()[0]} "
                 "(is another philly-analyze or duckdb process using this store?)"
             ) from e
-        self.con.execute("SET TimeZone = 'UTC'")
         if not read_only:
             self._init_catalog()
             self._collect_garbage()
