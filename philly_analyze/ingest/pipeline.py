@@ -233,7 +233,10 @@ def _ingest_one(
         same = [] if replace else _same_content(store, src)
         if error is None and same:
             return SourceOutcome(
-                src.name, fmt.name, "skipped", f"same content already ingested as {same[0]['source']}"
+                src.name,
+                fmt.name,
+                "skipped",
+                f"same content already ingested as {same[0]['source']}",
             )
         if error is not None:
             batch.reject(src.name, error.line, f"source stopped here: {error.message}", None)
