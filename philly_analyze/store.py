@@ -404,7 +404,8 @@ class Store:
 
     def arrow(self, query: str, params: Sequence[Any] | None = None) -> pa.Table:
         """Run a query and return an Arrow table."""
-        return self.con.execute(query, params or []).to_arrow_table()
+        rel = self.con.sql(query, params=params) if params else self.con.sql(query)
+        return rel.to_arrow_table()
 
     def has_rows(self, table: str) -> bool:
         """Whether the store holds any Parquet data for a table (cheap: reads the file list)."""
