@@ -83,6 +83,7 @@ class SharingSim:
         self.j_gpu = np.full(J, -1, np.int64)  # the online GPU of a running 1-GPU shared job
         self.pending = np.zeros(J, bool)
         self.next_arrival = 0
+        self.head = 0  # no pending job has a smaller index
         self.heap: list[tuple[float, int]] = []
         self.free_ordinary = list(range(G + n_ord - 1, G - 1, -1))  # a stack of global ids
         self.attempts: list[tuple[int, int, float, float, str, str, tuple[int, ...]]] = []
@@ -93,8 +94,10 @@ class SharingSim:
         self._q_peak = np.zeros(G)
 
     # ---------------------------------------------------------------- queue and ordinary GPUs
-    def arrivals(self, t_end: float) -> None:
-        hi = int(np.searchsorted(self.jobs.submit, t_end, side="left"))
+    def arrivals(self, t: float) -> None:
+        """Jobs submitted at or before minute ``t`` join the queue (so no start precedes its
+        submission; a job submitted mid-step waits for the next placement, at most a step)."""
+        hi = int(np.searchsorted(self.jobs.submit, t, side="right"))
         if hi > self.next_arrival:
             sl = slice(self.next_arrival, hi)
             self.pending[sl] = True
@@ -103,11 +106,35 @@ class SharingSim:
             self.ordinary_dirty = True
 
     def queue(self, limit: int, max_gpus: int | None = None) -> np.ndarray:
-        """Up to ``limit`` pending jobs in queue (submit) order."""
-        idx = np.flatnonzero(self.pending)
+        """Up to ``limit`` pending jobs in queue (submit) order. Only the window from the
+        oldest pending job to the newest arrival is scanned."""
+        while self.head < self.next_arrival and not self.pending[self.head]:
+            self.head += 1
+        idx = self.head + np.flatnonzero(self.pending[self.head : self.next_arrival])
         if max_gpus is not None:
             idx = idx[self.jobs.gpus[idx] <= max_gpus]
         return idx[:limit]
+
+    def ordinary_events(self, t: float, t_end: float) -> None:
+        """Arrivals and completions on ordinary GPUs inside ``[t, t_end)``, in time order, each
+        followed by a placement attempt at its exact time (ordinary GPUs need no per-minute
+        state, so their jobs start and end between minutes)."""
+        if self.n_ord == 0:
+            self.arrivals(t)
+            return
+        submit, n = self.jobs.submit, self.jobs.n
+        while True:
+            t_arr = submit[self.next_arrival] if self.next_arrival < n else np.inf
+            t_done = self.heap[0][0] if self.heap else np.inf
+            now = min(t_arr, t_done)
+            if now >= t_end:
+                break
+            now = max(now, t)
+            if t_done <= t_arr:
+                self.complete_ordinary(now)
+            else:
+                self.arrivals(now)
+            self.place_ordinary(now)
 
     def complete_ordinary(self, t_end: float) -> None:
         while self.heap and self.heap[0][0] <= t_end:
@@ -119,6 +146,8 @@ class SharingSim:
             self.ordinary_dirty = True
 
     def place_ordinary(self, t: float) -> None:
+        """First fit in queue order on the free ordinary GPUs (a job never shares when a
+        dedicated GPU is free)."""
         if not self.ordinary_dirty or not self.free_ordinary:
             return
         self.ordinary_dirty = False
@@ -158,6 +187,7 @@ class SharingSim:
             self.j_evictions[j] += 1
             self.j_state[j] = PENDING
             self.pending[j] = True
+            self.head = min(self.head, j)
             self.ordinary_dirty = True
 
     # ---------------------------------------------------------------- shared GPUs
@@ -195,9 +225,7 @@ class SharingSim:
     def step(self, t: float, dt: float) -> None:
         cfg, fl, acc = self.cfg, self.fleet, self.acc
         t_end = t + dt
-        self.arrivals(t_end)
-        self.complete_ordinary(t)
-        self.place_ordinary(t)
+        self.ordinary_events(t, t_end)
         self.q = q = fl.step(t)
         up = self.g_down <= t
         u_on = np.where(up, fl.util(q), 0.0)
@@ -245,6 +273,8 @@ class SharingSim:
         if self.share_gpus and cfg.sm.dynamic and _every(t, dt, cfg.sm.check_minutes):
             shared.adjust_sm(self, t_end)
         if self.share_gpus and _every(t, dt, cfg.matching.period_minutes):
+            self.arrivals(t_end)
+            self.place_ordinary(t_end)  # a dedicated GPU, when one is free, beats sharing
             shared.match(self, t_end)
         self.record(t, dt, util, smact, mem, sigma, violate, up, occ)
 

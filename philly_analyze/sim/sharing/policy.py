@@ -53,7 +53,9 @@ PARAMS = (
         "'paper': MuxFlow's deployment (20,000 online GPUs, one day, synthetic offline work)",
     ),
     Param("model", str, "", "TOML file overriding parameters of data/muxflow_model.toml"),
-    Param("disable", str, "", "mechanisms to switch off, comma-separated: " + ", ".join(MECHANISMS)),
+    Param(
+        "disable", str, "", "mechanisms to switch off, comma-separated: " + ", ".join(MECHANISMS)
+    ),
     Param("minutes", int, None, "simulated minutes (None: last submit + one day)", 1, True),
     Param("step_minutes", int, 1, "time step of the per-GPU state, minutes", 1),
     Param("compare_philly", bool, True, "also replay the jobs under philly for JCT/queue ratios"),
@@ -135,7 +137,9 @@ def gpu_locations(
             "source": [SOURCE] * n_on_machines,
         }
     )
-    table = online if machines is None else pa.concat_tables([machines, online.cast(machines.schema)])
+    table = (
+        online if machines is None else pa.concat_tables([machines, online.cast(machines.schema)])
+    )
     return (
         np.concatenate([on_ids, ord_ids]),
         np.concatenate([on_idx, ord_idx]).astype(np.int16),
