@@ -136,3 +136,19 @@ def test_jobs_and_attempts_are_consistent() -> None:
     # Evictions counted per job add up.
     evicted = att["outcome"].isin(["memory_limit", "monitor", "error_signal", "error_reset"])
     assert evicted.sum() == jt["evictions"].sum() == r.metrics["evictions"]
+
+
+def test_paper_config_scales_and_is_idempotent() -> None:
+    cfg = paper_config(gpus=500)
+    assert cfg.cluster.online_gpus == 500 and cfg.paper.backlog_jobs == 500
+    again = paper_config(cfg)
+    assert again == cfg
+
+
+def test_forecast_peak_is_the_max_of_the_diurnal_curve_over_the_window() -> None:
+    fleet = OnlineFleet(SharingConfig.load(), 500, np.random.default_rng(1))
+    for t in (0.0, 333.0, 1000.0, 1430.0):
+        for horizon in (1.0, 60.0, 600.0):
+            dense = fleet.base_load(t + np.linspace(0, horizon, 4001)[:, None]).max(axis=0)
+            expect = dense + 2 * fleet.noise_sigma
+            np.testing.assert_allclose(fleet.forecast_peak(t, horizon), expect, atol=1e-6)

@@ -112,7 +112,9 @@ def match_round(
         if not take:
             break
         col_job = np.repeat(np.array(take), job_gpus[np.array(take)])
-        w = predicted(rows, col_job)
+        # Blind random pairing needs no weights: only the shape.
+        need_w = use_matching or check_feasible
+        w = predicted(rows, col_job) if need_w else np.zeros((len(rows), len(col_job)))
         t0 = time.perf_counter()
         if use_matching:
             r, c = max_weight_assignment(w, min_weight)

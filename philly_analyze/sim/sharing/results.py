@@ -12,8 +12,8 @@ import pandas as pd
 from philly_analyze.sim.sharing.config import SharingConfig
 
 #: ln(slowdown) histogram: bins of 0.001 up to ln 20.
-_LN_BIN = 0.001
-_LN_BINS = int(np.log(20.0) / _LN_BIN) + 2
+LN_BIN = 0.001
+LN_BINS = int(np.log(20.0) / LN_BIN) + 2
 
 #: Eviction reasons (also attempt outcomes in ``SharingResult.attempts``).
 EVICTION_REASONS = (
@@ -35,7 +35,7 @@ class Accumulator:
     steps: int = 0
     minutes: float = 0.0
     sums: dict[str, float] = field(default_factory=dict)
-    ln_hist: np.ndarray = field(default_factory=lambda: np.zeros(_LN_BINS, np.int64))
+    ln_hist: np.ndarray = field(default_factory=lambda: np.zeros(LN_BINS, np.int64))
     evictions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(EVICTION_REASONS, 0))
     lost_gpu_minutes: float = 0.0
     sm_restarts: int = 0
@@ -47,15 +47,15 @@ class Accumulator:
 
     def add_slowdowns(self, ln_sigma: np.ndarray) -> None:
         """Record the ln(slowdown) of shared online GPU-minutes."""
-        b = np.minimum((np.maximum(ln_sigma, 0.0) / _LN_BIN).astype(np.int64), _LN_BINS - 1)
-        self.ln_hist += np.bincount(b, minlength=_LN_BINS)
+        b = np.minimum((np.maximum(ln_sigma, 0.0) / LN_BIN).astype(np.int64), LN_BINS - 1)
+        self.ln_hist += np.bincount(b, minlength=LN_BINS)
 
     def slowdown_quantile(self, q: float) -> float | None:
         total = int(self.ln_hist.sum())
         if total == 0:
             return None
         idx = int(np.searchsorted(np.cumsum(self.ln_hist), q * total))
-        return float(np.exp((idx + 0.5) * _LN_BIN))
+        return float(np.exp((idx + 0.5) * LN_BIN))
 
 
 TIMESERIES_COLUMNS = (
@@ -95,6 +95,27 @@ class SharingResult:
     origin: pd.Timestamp | None = None
     #: Wall-clock figures (not deterministic, so not in ``metrics``): seconds, solver_seconds.
     timing: dict[str, Any] = field(default_factory=dict)
+    #: Histogram of ln(slowdown) over shared online GPU-minutes: counts per bin of ``LN_BIN``.
+    slowdown_hist: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def slowdown_cdf(self) -> tuple[np.ndarray, np.ndarray]:
+        """(slowdown, fraction of shared online GPU-minutes at or below it)."""
+        h = self.slowdown_hist
+        if h.sum() == 0:
+            return np.ones(1), np.ones(1)
+        last = int(np.flatnonzero(h)[-1]) + 1
+        x = np.exp((np.arange(last) + 1) * LN_BIN)
+        return x, np.cumsum(h[:last]) / h.sum()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: metrics, the hourly time series and the timing figures."""
+        ts = self.timeseries
+        hourly = ts.groupby((ts["minute"] // 60).astype(int)).mean(numeric_only=True)
+        return {
+            "policy": self.policy,
+            "metrics": self.metrics,
+            "hourly": hourly.round(4).reset_index(drop=True).to_dict(orient="list"),
+        }
 
     def summary_rows(self) -> list[tuple[str, Any]]:
         """(metric, value) pairs in display order."""

@@ -42,16 +42,22 @@ TABLE_METRICS = (
 
 
 def paper_config(cfg: SharingConfig | None = None, gpus: int | None = None) -> SharingConfig:
-    """The configuration of ``--scenario paper`` (optionally with fewer GPUs, for tests)."""
+    """The configuration of ``--scenario paper``, optionally scaled to ``gpus`` online GPUs
+    (ordinary GPUs and the backlog scale with it). Idempotent: the scaled size is kept in
+    ``paper.online_gpus``, so applying it again changes nothing."""
     cfg = cfg or SharingConfig.load()
     sc = cfg.paper
     n = sc.online_gpus if gpus is None else gpus
     scale = n / sc.online_gpus
+    ordinary = round(sc.ordinary_gpus * scale)
+    backlog = round(sc.backlog_jobs * scale)
     return cfg.with_(
         **{
             "cluster.online_gpus": n,
-            "cluster.ordinary_gpus": round(sc.ordinary_gpus * scale),
-            "paper.backlog_jobs": round(sc.backlog_jobs * scale),
+            "cluster.ordinary_gpus": ordinary,
+            "paper.online_gpus": n,
+            "paper.ordinary_gpus": ordinary,
+            "paper.backlog_jobs": backlog,
         }
     )
 

@@ -148,4 +148,5 @@ def _result(sim: SharingSim, horizon: float) -> SharingResult:
         config=cfg,
         origin=jobs.origin,
         timing={"solver_seconds": ms.solver_seconds, "largest_block": list(ms.largest_block)},
+        slowdown_hist=acc.ln_hist.copy(),
     )

@@ -76,13 +76,13 @@ class OnlineFleet:
         return np.clip(self.base_load(t) + self._z, 0.02, 1.5)
 
     def forecast_peak(self, t: float, horizon: float, idx: np.ndarray | None = None) -> np.ndarray:
-        """Predicted peak load over ``[t, t + horizon]``: the diurnal curve's maximum on 7
-        points plus two noise sigmas (the online side's known profile, no future noise)."""
+        """Predicted peak load over ``[t, t + horizon]``: the diurnal curve's maximum (its peak
+        if the window holds the peak minute, else the larger end) plus two noise sigmas (the
+        online side's known profile, no future noise)."""
         sel = slice(None) if idx is None else idx
-        ts = t + np.linspace(0.0, horizon, 7)[:, None]
-        phase = 2.0 * np.pi * (ts - self.peak_minute[sel]) / MINUTES_PER_DAY
-        base = self.trough[sel] + (1.0 - self.trough[sel]) * 0.5 * (1.0 + np.cos(phase))
-        return base.max(axis=0) + 2.0 * self.noise_sigma
+        ahead = (self.peak_minute[sel] - t) % MINUTES_PER_DAY
+        ends = np.maximum(self.base_load(t)[sel], self.base_load(t + horizon)[sel])
+        return np.where(ahead <= horizon, 1.0, ends) + 2.0 * self.noise_sigma
 
     def util(self, q: np.ndarray, idx: np.ndarray | slice = slice(None)) -> np.ndarray:
         return np.minimum(0.98, self.peak_util[idx] * q)
