@@ -84,6 +84,12 @@ class SharingSim:
         self.pending = np.zeros(J, bool)
         self.next_arrival = 0
         self.head = 0  # no pending job has a smaller index
+        self.n_done = 0
+        #: Jobs some GPU pool can hold (a bigger gang never starts).
+        shareable = jobs.gpus <= min(cfg.offline.max_gang, G) if self.share_gpus else False
+        if self.aware and G:  # muxflow places a job only under some GPU's memory limit
+            shareable = shareable & (jobs.mem <= self.g_limit.max())
+        self.runnable = (jobs.gpus <= n_ord) | shareable
         self.heap: list[tuple[float, int]] = []
         self.free_ordinary = list(range(G + n_ord - 1, G - 1, -1))  # a stack of global ids
         self.attempts: list[tuple[int, int, float, float, str, str, tuple[int, ...]]] = []
@@ -177,6 +183,7 @@ class SharingSim:
         )
         self.j_att_idx[j] += 1
         if outcome == "passed":
+            self.n_done += 1
             self.j_state[j] = DONE
             self.j_end[j] = t
         else:  # evicted: lose progress since the last checkpoint, back to the queue

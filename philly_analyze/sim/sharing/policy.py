@@ -338,6 +338,26 @@ class SharingPolicy(Policy):
             metrics[f"{key.removesuffix('_s')}_vs_philly"] = ours / theirs if ok else None
 
 
+def run_scenario(
+    policy: str, scenario: str, params: Mapping[str, Any] | None = None, seed: int = 0
+) -> ReplayResult:
+    """``replay --policy P --scenario paper``: a sharing policy on a built-in scenario, no
+    store needed (the workload and cluster arguments are not used)."""
+    from philly_analyze.errors import UserError
+    from philly_analyze.sim.cluster import Cluster
+    from philly_analyze.sim.policies import get_policy, validate_params
+    from philly_analyze.sim.workload import Workload
+
+    pol = get_policy(policy)
+    if not isinstance(pol, SharingPolicy):
+        raise UserError(
+            f"--scenario needs a sharing policy (muxflow, dedicated, mps-naive), not {policy!r}"
+        )
+    p = validate_params(pol, {**dict(params or {}), "scenario": scenario})
+    empty = Workload.from_columns([], [], [], [], [])
+    return pol.simulate(empty, Cluster.from_counts({}), None, p, seed)
+
+
 @register
 class MuxFlowPolicy(SharingPolicy):
     name = "muxflow"

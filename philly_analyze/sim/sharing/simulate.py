@@ -21,6 +21,10 @@ from philly_analyze.sim.sharing.results import (
 )
 from philly_analyze.sim.sharing.workload import ORDINARY, SHARED, prepare_offline
 
+#: Without a horizon, a run stops when all runnable jobs are done, or this long after the last
+#: submission.
+MAX_EXTRA_MINUTES = 30 * 1440.0
+
 POLICIES = ("muxflow", "dedicated", "mps-naive")
 
 
@@ -48,21 +52,30 @@ def simulate_sharing(
 
     ``offline_jobs``: columns ``job_id``, ``submit`` (minutes) or ``submit_time``,
     ``num_gpus``, ``duration`` (solo seconds) or ``work_minutes``, optional ``vc``, ``user``.
-    ``minutes``: horizon (default: last submit + one day). Same seed, same result."""
+    ``minutes``: horizon; None runs until every job that can run has finished (at most
+    ``MAX_EXTRA_MINUTES`` past the last submission), so online-side averages then cover each
+    policy's own span: pass ``minutes`` to compare policies over the same span. Same seed, same
+    result."""
     cfg = policy_config(config or SharingConfig.load(), policy)
     rng = np.random.default_rng(seed)
     n_types = len(load_interference(cfg.cluster.gpu_type).types)
     jobs = prepare_offline(offline_jobs, cfg, n_types, rng)
-    if minutes is None:
-        minutes = int(np.ceil((jobs.submit.max() if jobs.n else 0.0) + 1440.0))
     if cfg.cluster.online_gpus + cfg.cluster.ordinary_gpus <= 0:
         raise UserError("the cluster has no GPUs (online_gpus + ordinary_gpus = 0)")
-    sim = SharingSim(jobs, cfg, policy, seed + 1, minutes)
+    last = float(jobs.submit.max()) if jobs.n else 0.0
+    until_done = minutes is None
+    horizon = last + MAX_EXTRA_MINUTES if minutes is None else float(minutes)
+    sim = SharingSim(jobs, cfg, policy, seed + 1, int(np.ceil(horizon)))
+    runnable = int(sim.runnable.sum())
     dt = float(cfg.cluster.step_minutes)
     t0 = time.perf_counter()
-    for t in np.arange(0.0, float(minutes), dt):
-        sim.step(float(t), dt)
-    res = _result(sim, float(minutes))
+    t = 0.0
+    while t < horizon:
+        sim.step(t, dt)
+        t += dt
+        if until_done and t > last and sim.n_done >= runnable:
+            break
+    res = _result(sim, t)
     res.timing["seconds"] = time.perf_counter() - t0
     return res
 
@@ -126,6 +139,7 @@ def _result(sim: SharingSim, horizon: float) -> SharingResult:
         "outage_minutes": s["outage_gpu_minutes"],
         "outage_events": acc.outage_events,
         **job_metrics(jt, horizon),
+        "offline_unrunnable": int((~sim.runnable).sum()),
         "offline_work_gpu_hours": float((np.minimum(sim.j_done, jobs.work) * jobs.gpus).sum())
         / 60.0,
         "evictions": sum(acc.evictions.values()),
