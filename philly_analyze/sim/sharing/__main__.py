@@ -67,17 +67,20 @@ fig_opt = click.option(
 )
 
 
+def common(f):  # type: ignore[no-untyped-def]
+    """The options every experiment takes: --gpus, --seed, --model, --format, --figures."""
+    for opt in (fig_opt, fmt_opt, model_opt, seed_opt, gpus_opt):
+        f = opt(f)
+    return f
+
+
 @click.group()
 def main() -> None:
     """Experiments on the MuxFlow GPU-sharing model (see docs/muxflow.md)."""
 
 
 @main.command()
-@gpus_opt
-@seed_opt
-@model_opt
-@fmt_opt
-@fig_opt
+@common
 def paper(gpus: int | None, seed: int, model: Path | None, fmt: str, figures: Path | None) -> None:
     """MuxFlow's deployment for one day: dedicated (before) vs muxflow (after) vs mps-naive."""
     from philly_analyze.sim.sharing.scenario import run_paper
@@ -108,11 +111,7 @@ def paper(gpus: int | None, seed: int, model: Path | None, fmt: str, figures: Pa
 
 
 @main.command()
-@gpus_opt
-@seed_opt
-@model_opt
-@fmt_opt
-@fig_opt
+@common
 def ablate(gpus: int | None, seed: int, model: Path | None, fmt: str, figures: Path | None) -> None:
     """Each mechanism's contribution: MuxFlow with it switched off, on the same jobs."""
     from philly_analyze.sim.sharing.scenario import ablations, paper_jobs
@@ -130,11 +129,7 @@ def ablate(gpus: int | None, seed: int, model: Path | None, fmt: str, figures: P
 @main.command()
 @click.argument("param")
 @click.argument("values")
-@gpus_opt
-@seed_opt
-@model_opt
-@fmt_opt
-@fig_opt
+@common
 @click.option("--policy", default="muxflow", show_default=True)
 def sweep(
     param: str,
