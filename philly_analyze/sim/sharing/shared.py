@@ -44,12 +44,16 @@ def weights(
 
 
 def placement_share(sim: SharingSim, rows: np.ndarray, t: float) -> np.ndarray:
+    """Offline SM share on GPUs ``rows``: complementary to the online need forecast over the
+    SM horizon (dynamic allocation), else the fixed share."""
     if not sim.cfg.sm.dynamic:
         return np.full(len(rows), sim.cfg.sm.fixed_share)
     return sm_target(sim.cfg, sim.fleet.sm_need(sim.q_peak(t)[rows], rows))
 
 
 def match(sim: SharingSim, t: float) -> None:
+    """A matching round: free online GPUs (not cooling down, online service up) against the
+    head of the queue; placed workers start at the predicted safe duty and SM share."""
     cfg = sim.cfg
     free = np.flatnonzero((sim.g_job < 0) & (sim.g_cool <= t) & (sim.g_down <= t))
     if len(free) == 0 or not sim.pending.any():
@@ -92,6 +96,8 @@ def match(sim: SharingSim, t: float) -> None:
 
 
 def adjust_sm(sim: SharingSim, t: float) -> None:
+    """Dynamic SM allocation: move a running offline process to its new target share only
+    when the target moved by at least the threshold; each move pauses it (MPS restart)."""
     occ = np.flatnonzero(sim.g_job >= 0)
     if len(occ) == 0:
         return
