@@ -81,20 +81,24 @@ def plot_slowdown(results: Mapping[str, SharingResult], path: Path, slo: float =
 
 
 def plot_ablation(table: pd.DataFrame, path: Path, budget: float) -> Path:
-    """Per variant: utilization, SLO-violating fraction (vs the budget) and offline work."""
+    """Per variant: utilization, SLO-violating fraction (vs the budget), online outage minutes
+    and offline work done."""
     plt = _plt()
     t = table.set_index("variant")
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharey=True)
+    fig, axes = plt.subplots(1, 4, figsize=(16, 4.2), sharey=True)
     y = range(len(t))
     axes[0].barh(y, 100 * t["gpu_util_online"], color="#1f77b4")
     axes[0].set_xlabel("GPU utilization of online GPUs, %")
     axes[1].barh(y, 100 * t["slo_violation_fraction"], color="#d62728")
     axes[1].axvline(100 * budget, color="k", ls="--", lw=0.8, label="budget")
     axes[1].set_xscale("symlog", linthresh=1.0)
-    axes[1].set_xlabel("SLO-violating GPU-minutes, %")
+    axes[1].set_xlabel("SLO-violating GPU-minutes, % (symlog)")
     axes[1].legend(fontsize=8)
-    axes[2].barh(y, t["offline_work_gpu_hours"], color="#2ca02c")
-    axes[2].set_xlabel("offline work done, GPU-hours")
+    axes[2].barh(y, t["outage_minutes"], color="#9467bd")
+    axes[2].set_xscale("symlog", linthresh=10.0)
+    axes[2].set_xlabel("online outage, GPU-minutes (symlog)")
+    axes[3].barh(y, t["offline_work_gpu_hours"], color="#2ca02c")
+    axes[3].set_xlabel("offline work done, GPU-hours")
     axes[0].set_yticks(list(y), list(t.index), fontsize=8)
     axes[0].invert_yaxis()
     for ax in axes:
