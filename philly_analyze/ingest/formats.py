@@ -11,7 +11,8 @@
         def session(self, batch: Batch, ctx: IngestContext) -> Session: ...
 
 A ``Session`` parses sources into the batch (``feed``) and writes what it accumulated at the
-end (``finish``). Bad rows go to ``batch.reject``; a source that cannot be read at all raises
+end (``finish``). A source the format recognises but cannot use raises ``SkipSource`` (listed as
+skipped, not recorded). Bad rows go to ``batch.reject``; a source that cannot be read at all raises
 ``InputFormatError`` naming file and line (rows already written by that source are kept).
 Detection order is registration order, so specific formats register before generic ones.
 """
@@ -52,6 +53,12 @@ class SourceResult:
     rejected: int = 0
     #: For merged tables, which columns this source filled (recorded in ingest_log.provided).
     provided: str = ""
+
+
+class SkipSource(Exception):
+    """Raised by ``Session.feed`` before writing anything: this source cannot be used as given
+    (the message says why and how to fix it, e.g. a framework log whose job is unknown). The
+    pipeline lists it as ``skipped`` and records nothing, so a later run can still ingest it."""
 
 
 class Session(Protocol):

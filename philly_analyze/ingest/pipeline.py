@@ -22,6 +22,7 @@ from philly_analyze.ingest.formats import (
     Format,
     IngestContext,
     Session,
+    SkipSource,
     SourceResult,
     detect,
     load_formats,
@@ -225,6 +226,8 @@ def _ingest_one(
             extra = session.finish()
             for t, n in extra.items():
                 res.rows[t] = res.rows.get(t, 0) + n
+        except SkipSource as e:
+            return SourceOutcome(src.name, fmt.name, "skipped", str(e))
         except InputFormatError as e:
             error = e
             res = SourceResult(rows=dict(batch.rows), rejected=batch.rejected)
@@ -233,7 +236,10 @@ def _ingest_one(
         same = [] if replace else _same_content(store, src)
         if error is None and same:
             return SourceOutcome(
-                src.name, fmt.name, "skipped", f"same content already ingested as {same[0]['source']}"
+                src.name,
+                fmt.name,
+                "skipped",
+                f"same content already ingested as {same[0]['source']}",
             )
         if error is not None:
             batch.reject(src.name, error.line, f"source stopped here: {error.message}", None)
@@ -279,6 +285,9 @@ class _GroupedRun:
         self.ctx.tracker.update(completed=0, total=src.size)
         try:
             res = self.session.feed(src)
+        except SkipSource as e:
+            # Nothing recorded: a later run (e.g. with the missing mapping) can ingest it.
+            return SourceOutcome(src.name, self.fmt.name, "skipped", str(e))
         except InputFormatError as e:
             self.batch.reject(src.name, e.line, f"source stopped here: {e.message}", None)
             res = SourceResult(rejected=1)

@@ -1,0 +1,253 @@
+"""Training progress (loss per epoch or step) from framework logs, vectorised with Arrow.
+
+Lines arrive as Arrow string arrays (``line_arrays``: zero-copy over chunks of the file, each
+element one line with its newline). A literal gate per shape picks candidate lines and one RE2
+``extract_regex`` reads the numbers, so Python never loops over lines.
+
+Shapes (``SHAPES``; ``epoch`` is the number as printed: CNTK counts from 1, the others from 0):
+
+- CNTK ``Finished Epoch[ 1 of 10]: [Training] ce = 1.669 * 50000; ...``: unit ``epoch``, the
+  first criterion after ``[Training]`` (the training criterion; ``[Validate]`` lines and the
+  per-minibatch ``Epoch[..]-Minibatch[..]`` lines are not stored).
+- TensorFlow ``INFO:tensorflow:loss = 2.36, step = 1`` and TF-slim
+  ``INFO:tensorflow:global step 100: loss = 2.3``: unit ``step``.
+- PyTorch imagenet-style ``Epoch: [3][ 400/5005] ... Loss 3.1416e+00 (3.2071e+00)``: unit
+  ``step``, step = epoch x iterations per epoch + iteration, loss = the current value (the
+  bracketed running average is not stored).
+- Megatron ``iteration 10/ 1000 | ... | lm loss: 1.2E+01 | ...``: unit ``step``.
+- MXNet ``Epoch[3] Train-cross-entropy=1.2`` (also ``Train-ce``, ``Train-loss`` ...): unit
+  ``epoch``. MXNet's ``Batch [..] Speed: ... accuracy=`` lines carry no loss: not stored.
+
+Ranks: a line tagged with a rank (``MPI Rank N:``, Open MPI/Horovod ``[1,N]<stdout>:``,
+``[N]<stdout>:``, torch elastic ``[defaultN]:``, MXNet ``Node[N]``) counts only if N is the
+lowest rank that printed progress in that file (rank 0 when present); untagged lines count as
+rank 0. Then each (unit, epoch) is kept once, at its first line: interleaved untagged ranks
+print the same step several times.
+
+Times: a leading ``MM/dd/yyyy HH:mm:ss:`` (CNTK) or ``yyyy-MM-dd HH:mm:ss[,.fff]`` stamp,
+after the rank tag, is wall-clock in ``--timezone`` and stored in UTC; no stamp, NULL time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from philly_analyze.schemas import UTC_TS
+from philly_analyze.timeutil import localize_naive
+
+CHUNK_BYTES = 8 << 20
+#: A "line" longer than this without a newline is processed in pieces (same line number).
+MAX_LINE_BYTES = 8 << 20
+
+NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?)"
+#: Rank tag and time stamp at the start of a line (every group optional: always matches).
+HEAD = (
+    r"^(?:MPI Rank (?P<r_mpi>\d+): |\[\d+,(?P<r_ompi>\d+)\]<std(?:out|err)>:"
+    r"|\[(?P<r_hvd>\d+)\]<std(?:out|err)>:|\[default(?P<r_elastic>\d+)\]:)?\s*"
+    r"(?:(?P<t_us>\d\d/\d\d/\d{4} \d\d:\d\d:\d\d):"
+    r"|\[?(?P<t_iso>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](?P<t_frac>\d{1,6}))?)?"
+)
+UNITS = ("epoch", "step")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One progress-line shape: a literal gate and an RE2 pattern with named groups
+    ``epoch`` and ``loss`` (optionally ``iter``/``iters`` for per-epoch iterations and
+    ``rank``)."""
+
+    name: str
+    unit: str
+    gate: str
+    pattern: str
+
+
+SHAPES: tuple[Shape, ...] = (
+    Shape(
+        "cntk",
+        "epoch",
+        "Finished Epoch[",
+        rf"Finished Epoch\[\s*(?P<epoch>\d+) of \d+\]: \[Training(?: Set)?\] [^=\s]+ = (?P<loss>{NUM})",
+    ),
+    Shape(
+        "tensorflow",
+        "step",
+        "INFO:tensorflow:loss = ",
+        rf"INFO:tensorflow:loss = (?P<loss>{NUM}), step = (?P<epoch>\d+)",
+    ),
+    Shape(
+        "tf-slim",
+        "step",
+        "INFO:tensorflow:global step ",
+        rf"INFO:tensorflow:global step (?P<epoch>\d+): loss = (?P<loss>{NUM})",
+    ),
+    Shape(
+        "pytorch",
+        "step",
+        "Epoch: [",
+        rf"Epoch: \[(?P<epoch>\d+)\]\[\s*(?P<iter>\d+)/(?P<iters>\d+)\].*?\bLoss\s+(?P<loss>{NUM})",
+    ),
+    Shape(
+        "megatron",
+        "step",
+        "iteration ",
+        rf"\biteration\s+(?P<epoch>\d+)/\s*\d+ \|.*?\blm loss: (?P<loss>{NUM})",
+    ),
+    Shape(
+        "mxnet",
+        "epoch",
+        "] Train-",
+        r"(?:Node\[(?P<rank>\d+)\] )?Epoch\[(?P<epoch>\d+)\] "
+        rf"Train-(?:cross-entropy|ce|loss|nll-loss|nll_loss|softmax-ce|mse)=(?P<loss>{NUM})",
+    ),
+)
+
+
+def line_array(buf: bytes) -> pa.Array:
+    """Zero-copy string array over ``buf`` (which ends with a newline), one line per element,
+    newline included. Invalid UTF-8 is replaced first, so the array is valid."""
+    if not buf.isascii():
+        buf = buf.decode("utf-8", "replace").encode("utf-8")
+    nl = np.flatnonzero(np.frombuffer(buf, np.uint8) == 10)
+    offsets = np.empty(len(nl) + 1, dtype=np.int32)
+    offsets[0] = 0
+    offsets[1:] = nl + 1
+    return pa.Array.from_buffers(
+        pa.string(), len(nl), [None, pa.py_buffer(offsets), pa.py_buffer(buf)]
+    )
+
+
+def line_arrays(raw: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, pa.Array]]:
+    """(line number of the first element, lines) for chunks of a byte stream. Lines are
+    counted by ``\\n`` (a lone ``\\r`` stays inside its line); a last line without a newline is
+    kept; a line longer than ``MAX_LINE_BYTES`` comes in pieces sharing its line number."""
+    carry = b""
+    line_no = 1
+    while True:
+        data = raw.read(chunk_bytes)
+        if not data:
+            if carry:
+                yield line_no, line_array(carry + b"\n")
+            return
+        buf = carry + data if carry else data
+        cut = buf.rfind(b"\n") + 1
+        if cut == 0:
+            if len(buf) >= MAX_LINE_BYTES:
+                yield line_no, line_array(buf + b"\n")
+                carry = b""
+            else:
+                carry = buf
+            continue
+        arr = line_array(buf[:cut])
+        yield line_no, arr
+        line_no += len(arr)
+        carry = buf[cut:]
+
+
+@dataclass
+class ProgressRows:
+    """Progress lines of one file, accumulated chunk by chunk (numpy columns)."""
+
+    parts: list[dict[str, np.ndarray]] = field(default_factory=list)
+
+    def add(self, first_line_no: int, lines: pa.Array) -> None:
+        """Extract every progress line of one chunk."""
+        for shape in SHAPES:
+            cand = np.flatnonzero(
+                pc.match_substring(lines, shape.gate).to_numpy(zero_copy_only=False)
+            )
+            if len(cand) == 0:
+                continue
+            sub = lines.take(pa.array(cand))
+            ext = pc.extract_regex(sub, shape.pattern)
+            ok = ext.is_valid().to_numpy(zero_copy_only=False)
+            if not ok.any():
+                continue
+            sel = pa.array(np.flatnonzero(ok))
+            ext = ext.take(sel)
+            head = pc.extract_regex(sub.take(sel), HEAD)
+            names = {f.name for f in ext.type}
+            epoch = _ints(ext.field("epoch"))
+            if "iters" in names:
+                epoch = epoch * _ints(ext.field("iters")) + _ints(ext.field("iter"))
+            rank = np.full(len(epoch), -1, dtype=np.int64)
+            sources = [head.field(n) for n in ("r_mpi", "r_ompi", "r_hvd", "r_elastic")]
+            if "rank" in names:
+                sources.append(ext.field("rank"))
+            for col in sources:
+                vals = _ints(col, missing=-1)
+                rank = np.where(rank < 0, vals, rank)
+            self.parts.append(
+                {
+                    "line_no": cand[ok] + first_line_no,
+                    "unit": np.full(len(epoch), UNITS.index(shape.unit), dtype=np.int8),
+                    "epoch": epoch,
+                    "loss": pc.cast(ext.field("loss"), pa.float64()).to_numpy(zero_copy_only=False),
+                    "rank": np.maximum(rank, 0),
+                    "t_us": _strs(head.field("t_us")),
+                    "t_iso": _strs(head.field("t_iso")),
+                    "t_frac": _strs(head.field("t_frac")),
+                }
+            )
+
+    def finish(self, timezone: str) -> dict[str, np.ndarray] | None:
+        """The file's rows after rank selection and de-duplication (see module docstring),
+        in line order, with UTC times; None when the file had no progress lines."""
+        if not self.parts:
+            return None
+        cols = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
+        order = np.argsort(cols["line_no"], kind="stable")
+        cols = {k: v[order] for k, v in cols.items()}
+        keep = cols["rank"] == cols["rank"].min()
+        cols = {k: v[keep] for k, v in cols.items()}
+        key = cols["epoch"].astype(np.int64) * len(UNITS) + cols["unit"]
+        _, first = np.unique(key, return_index=True)
+        first.sort()
+        cols = {k: v[first] for k, v in cols.items()}
+        cols["time"] = _times(cols.pop("t_us"), cols.pop("t_iso"), cols.pop("t_frac"), timezone)
+        del cols["rank"]
+        return cols
+
+
+def _ints(col: pa.Array, missing: int = 0) -> np.ndarray:
+    """Digits-only strings -> int64 ('' for a group that did not take part -> ``missing``)."""
+    filled = pc.if_else(pc.equal(col, ""), str(missing), col)
+    return pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False)
+
+
+def _strs(col: pa.Array) -> np.ndarray:
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
+
+
+def _times(t_us: np.ndarray, t_iso: np.ndarray, t_frac: np.ndarray, tz: str) -> pa.Array:
+    """Line time stamps (wall-clock in ``tz``) -> UTC timestamps; NULL where none."""
+    naive = np.full(len(t_us), np.datetime64("NaT"), dtype="datetime64[us]")
+    us = pa.array(t_us, pa.string())
+    if pc.any(pc.not_equal(us, "")).as_py():
+        parsed = pc.strptime(us, format="%m/%d/%Y %H:%M:%S", unit="us", error_is_null=True)
+        naive = _fill(naive, parsed.to_numpy(zero_copy_only=False))
+    iso = pa.array(t_iso, pa.string())
+    if pc.any(pc.not_equal(iso, "")).as_py():
+        parsed = pc.strptime(
+            pc.replace_substring(iso, "T", " "),
+            format="%Y-%m-%d %H:%M:%S",
+            unit="us",
+            error_is_null=True,
+        )
+        # ",633" -> 633000 us: pad the fraction's digits to six.
+        frac = pc.utf8_rpad(pa.array(t_frac, pa.string()), width=6, padding="0")
+        micros = pc.cast(frac, pa.int64()).to_numpy(zero_copy_only=False)
+        stamped = parsed.to_numpy(zero_copy_only=False) + micros.astype("timedelta64[us]")
+        naive = _fill(naive, stamped)
+    utc, _ = localize_naive(naive, tz)
+    return pa.array(utc, pa.timestamp("us")).cast(UTC_TS)
+
+
+def _fill(current: np.ndarray, new: np.ndarray) -> np.ndarray:
+    return np.where(np.isnat(current), new.astype("datetime64[us]"), current)
