@@ -25,11 +25,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from philly_analyze.failures.rules import NO_CATEGORIES, NO_SIGNATURE, Rule, RuleSet, load_rules
+from philly_analyze.failures.rules import (
+    NO_CATEGORIES,
+    NO_SIGNATURE,
+    Rule,
+    RuleSet,
+    compile_python,
+    load_rules,
+)
 
 #: Verdicts, in the ``failures.verdict`` column.
 VERDICTS = ("failed", "completed", "unmatched", "none")
 MAX_MESSAGE = 1000
+#: Up to this many rule-matching lines in a chunk, rules are tried with Python's ``re``
+#: (compiled once) instead of one RE2 pass per rule (each pass compiles its pattern).
+PYTHON_MATCH_LINES = 500
 CLASSIFY_CHUNK = 50_000
 
 
@@ -58,6 +68,15 @@ class ChunkHits:
     marker_pos: np.ndarray  # completion-marker lines
     hint_pos: np.ndarray  # error-looking lines
 
+    def within(self, lo: int, hi: int) -> ChunkHits | None:
+        """The hits at positions ``lo <= p < hi`` (one file of a batch of files)."""
+        r = (self.rule_pos >= lo) & (self.rule_pos < hi)
+        m = self.marker_pos[(self.marker_pos >= lo) & (self.marker_pos < hi)]
+        h = self.hint_pos[(self.hint_pos >= lo) & (self.hint_pos < hi)]
+        if not (r.any() or len(m) or len(h)):
+            return None
+        return ChunkHits(self.rule_pos[r], self.rule_idx[r], m, h)
+
 
 def _alternation(patterns: Iterable[str]) -> str:
     return "|".join(f"(?:{p})" for p in patterns)
@@ -74,6 +93,7 @@ class Scanner:
         self.ruleset = rules
         self.rules: tuple[Rule, ...] = rules.rules
         self.priority = np.array([r.priority for r in self.rules], dtype=np.int64)
+        self._compiled = [compile_python(r.pattern) for r in self.rules]
         self._rule_gate = _alternation(r.pattern for r in self.rules)
         self._marker_gate = _alternation(m.pattern for m in rules.completion)
         gates = (self._rule_gate, self._marker_gate, f"(?:{rules.hint})")
@@ -88,15 +108,7 @@ class Scanner:
             return None
         sub = lines.take(pa.array(cand))
         in_rules = np.flatnonzero(_mask(sub, self._rule_gate))
-        rule_idx = np.full(len(in_rules), -1, dtype=np.int64)
-        if len(in_rules):
-            sub_r = sub.take(pa.array(in_rules))
-            # Rules are in priority order: the first one to match a line is its best.
-            for k, rule in enumerate(self.rules):
-                open_ = rule_idx < 0
-                if not open_.any():
-                    break
-                rule_idx[open_ & _mask(sub_r, rule.pattern)] = k
+        rule_idx = self._best_rules(sub.take(pa.array(in_rules))) if len(in_rules) else in_rules
         markers = (
             np.flatnonzero(_mask(sub, self._marker_gate))
             if self.ruleset.completion
@@ -104,6 +116,25 @@ class Scanner:
         )
         hints = np.flatnonzero(_mask(sub, self.ruleset.hint))
         return ChunkHits(cand[in_rules], rule_idx, cand[markers], cand[hints])
+
+    def _best_rules(self, lines: pa.Array) -> np.ndarray:
+        """Index (into ``self.rules``) of the best rule matching each line. Rules are in
+        priority order, so the first rule that matches a line is its best."""
+        best = np.full(len(lines), -1, dtype=np.int64)
+        if len(lines) <= PYTHON_MATCH_LINES:
+            # Few lines (the usual case): Python's compiled patterns, no RE2 compilations.
+            for i, text in enumerate(lines.to_pylist()):
+                for k, rx in enumerate(self._compiled):
+                    if rx.search(text):
+                        best[i] = k
+                        break
+            return best
+        for k, rule in enumerate(self.rules):
+            open_ = best < 0
+            if not open_.any():
+                break
+            best[open_ & _mask(lines, rule.pattern)] = k
+        return best
 
 
 @dataclass
@@ -139,14 +170,22 @@ class Evidence:
     hint: _Hit | None = None
     _files: dict[Hashable, int] = field(default_factory=dict)
 
+    def register(self, log: Hashable) -> None:
+        """Fix the order of ``log`` among the attempt's files (first registered = first).
+        Files may then be added in any order; chunks of one file must come in order."""
+        self._files.setdefault(log, len(self._files))
+
     def add(self, log: Hashable, first_line_no: int, lines: pa.Array, hits: ChunkHits) -> None:
-        """Record the hits of one chunk of ``log`` whose first line is ``first_line_no``."""
-        seq = self._files.setdefault(log, len(self._files))
+        """Record the hits of one chunk of ``log``: ``lines[p]`` is line ``first_line_no + p``."""
+        self.register(log)
+        seq = self._files[log]
         if len(hits.marker_pos):
             m = int(hits.marker_pos[-1])
             self.after_marker[log] = None
-            self.last_marker = _Hit(0, (seq, first_line_no + m), None, log, first_line_no + m, "")
-            self.last_marker.text = _text(lines, m)
+            marker = _Hit(0, (seq, first_line_no + m), None, log, first_line_no + m, "")
+            if self.last_marker is None or marker.order > self.last_marker.order:
+                marker.text = _text(lines, m)
+                self.last_marker = marker
         if len(hits.rule_pos):
             prio = self.scanner.priority[hits.rule_idx]
             # Best in the chunk: highest priority, then earliest line.
@@ -168,8 +207,10 @@ class Evidence:
                         self.after_marker[log] = cand
         if len(hits.hint_pos):
             h = int(hits.hint_pos[-1])
-            self.hint = _Hit(0, (seq, first_line_no + h), None, log, first_line_no + h, "")
-            self.hint.text = _text(lines, h)
+            hint = _Hit(0, (seq, first_line_no + h), None, log, first_line_no + h, "")
+            if self.hint is None or hint.order > self.hint.order:
+                hint.text = _text(lines, h)
+                self.hint = hint
 
     def _hit(
         self,

@@ -2,12 +2,14 @@
 
 The TOML file is the one definition of the rules (see its header and docs/framework-logs.md).
 Patterns are RE2 regular expressions, run by Arrow's vectorised ``match_substring_regex`` over
-whole chunks of log lines; RE2 has no look-around or back-references, so a pattern that Python's
-``re`` would accept may be refused here, with the rule's id in the message.
+whole chunks of log lines (and by Python's ``re`` on the few candidate lines); RE2 has no
+look-around or back-references, so a pattern that Python's ``re`` would accept may be refused
+here, with the rule's id in the message.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -174,6 +176,20 @@ def check_pattern(pattern: str, what: str, where: str) -> None:
         pc.match_substring_regex(pa.array([""], pa.string()), pattern)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise UserError(f"{what}: invalid RE2 pattern {pattern!r}: {e}", source=where) from None
+    try:
+        compile_python(pattern)
+    except re.error as e:
+        raise UserError(
+            f"{what}: pattern {pattern!r} is not valid for Python: {e}", source=where
+        ) from None
+
+
+@cache
+def compile_python(pattern: str) -> re.Pattern[str]:
+    """The pattern for Python's ``re`` (ASCII classes, as RE2's): the classifier tries rules on
+    the few candidate lines with it, and RE2 on whole chunks; the syntax both accept (no
+    look-around, back-references or possessive repeats) means the same in both."""
+    return re.compile(pattern, re.ASCII)
 
 
 def _has_anchor(pattern: str) -> bool:

@@ -44,7 +44,9 @@ def parsed_time_cte(raw: str, strict: bool) -> str:
         "WHEN length(time) = 19 THEN CAST(timezone(?::VARCHAR, __naive) AS TIMESTAMP) "
         f"ELSE CASE substr(time, 21) {cases} ELSE NULL END END"
     )
-    naive = f"SELECT *, try_strptime(substr(time, 1, 19), '%Y-%m-%d %H:%M:%S') AS __naive FROM {raw}"
+    naive = (
+        f"SELECT *, try_strptime(substr(time, 1, 19), '%Y-%m-%d %H:%M:%S') AS __naive FROM {raw}"
+    )
     check = (
         "CASE WHEN __u IS NULL THEN error('unparsable time: ' || coalesce(time, 'NULL')) "
         "ELSE __u END"

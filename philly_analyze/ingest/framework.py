@@ -25,6 +25,7 @@ import re
 import zlib
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -39,7 +40,13 @@ from philly_analyze.ingest.formats import (
     register,
 )
 from philly_analyze.ingest.framework_ids import APP_RE, CONTAINER_RE, Mapping, resolve
-from philly_analyze.ingest.framework_progress import UNITS, ProgressRows, line_array, line_arrays
+from philly_analyze.ingest.framework_progress import (
+    CHUNK_BYTES,
+    UNITS,
+    ProgressRows,
+    line_array,
+    line_arrays,
+)
 from philly_analyze.ingest.source import Source
 from philly_analyze.store import Batch
 
@@ -52,6 +59,9 @@ _MARKERS = re.compile(
 )
 #: Rows of ``epochs`` buffered before a write (one Parquet row group).
 FLUSH_ROWS = 200_000
+#: Files up to this size are read whole and scanned together, CHUNK_BYTES at a time (each
+#: RE2 pass has a fixed cost of a few ms, too much per file for 100,000s of small logs).
+SMALL_FILE_BYTES = 1 << 20
 #: Attempts whose seen (unit, epoch) keys are remembered to de-duplicate across their files
 #: (files of one attempt are adjacent in the sorted walk of a folder).
 SEEN_ATTEMPTS = 256
@@ -90,14 +100,26 @@ _SCANNER: Scanner | None = None
 
 
 @dataclass
+class _Pending:
+    """A small file waiting to be scanned with others in one batch."""
+
+    name: str
+    key: AttemptKey
+    data: bytes  # ends with a newline
+
+
+@dataclass
 class _Session:
     batch: Batch
     ctx: IngestContext
     scanner: Scanner = field(default_factory=_scanner)
     evidence: dict[AttemptKey, Evidence] = field(default_factory=dict)
     seen: OrderedDict[AttemptKey, set[int]] = field(default_factory=OrderedDict)
-    pending: list[pa.Table] = field(default_factory=list)
-    pending_rows: int = 0
+    small: list[_Pending] = field(default_factory=list)
+    small_bytes: int = 0
+    deferred_rows: int = 0
+    out: list[pa.Table] = field(default_factory=list)
+    out_rows: int = 0
     how: Counter[str] = field(default_factory=Counter)
     mapping: Mapping = field(init=False)
 
@@ -111,34 +133,80 @@ class _Session:
             raise SkipSource(found)
         self.how[found.how] += 1
         key: AttemptKey = (found.job_id, found.attempt_idx)
-        ev = self.evidence.setdefault(key, Evidence(self.scanner))
-        progress = ProgressRows()
-        line_no = 1
-        error: InputFormatError | None = None
+        ev = self.evidence.get(key)
+        if ev is None:
+            ev = self.evidence[key] = Evidence(self.scanner)
+        ev.register(source.name)
+        provided = f"epochs, failures: {key[0]} attempt {key[1]} ({found.how} id)"
+        head = b""
         try:
             with source.open(self.ctx.tracker) as raw:
-                for first, lines in line_arrays(raw):
-                    line_no = first
-                    hits = self.scanner.scan(lines)
-                    if hits is not None:
-                        ev.add(source.name, first, lines, hits)
-                    progress.add(first, lines)
+                head = _read_up_to(raw, SMALL_FILE_BYTES + 1)
+                if len(head) <= SMALL_FILE_BYTES:
+                    # Small file (most are): scanned later with others, one RE2 pass per batch.
+                    self._add_small(source.name, key, head)
+                    return SourceResult({}, 0, provided)
+                n = self._stream(source.name, key, ev, raw, head)
         except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:
-            # Corrupt compressed data: keep what was read before it (pipeline rejects the rest).
-            error = InputFormatError(f"cannot read further: {e}", source=source.name, line=line_no)
-        n = self._add_epochs(key, progress)
-        if error is not None:
-            raise error
-        return SourceResult(
-            {"epochs": n} if n else {},
-            0,
-            f"epochs: {key[0]} attempt {key[1]}; failures: evidence ({found.how} id)",
-        )
+            # Corrupt compressed data: keep what was read (the pipeline rejects the rest).
+            if head and len(head) <= SMALL_FILE_BYTES:
+                self._add_small(source.name, key, head)
+            raise InputFormatError(f"cannot read further: {e}", source=source.name) from None
+        return SourceResult({"epochs": n} if n else {}, 0, provided)
 
-    def _add_epochs(self, key: AttemptKey, progress: ProgressRows) -> int:
+    def _add_small(self, name: str, key: AttemptKey, data: bytes) -> None:
+        if not data:
+            return
+        if not data.endswith(b"\n"):
+            data += b"\n"
+        self.small.append(_Pending(name, key, data))
+        self.small_bytes += len(data)
+        if self.small_bytes >= CHUNK_BYTES:
+            self._flush_small()
+
+    def _flush_small(self) -> None:
+        """Scan the pending small files as one array of lines."""
+        if not self.small:
+            return
+        files, self.small, self.small_bytes = self.small, [], 0
+        lines = line_array(b"".join(f.data for f in files))
+        counts = np.array([f.data.count(b"\n") for f in files], dtype=np.int64)
+        starts = np.r_[0, np.cumsum(counts)[:-1]]
+        hits = self.scanner.scan(lines)
+        if hits is not None:
+            for f, lo, n in zip(files, starts.tolist(), counts.tolist(), strict=True):
+                own = hits.within(lo, lo + n)
+                if own is not None:
+                    self.evidence[f.key].add(f.name, 1 - lo, lines, own)
+        progress = ProgressRows()
+        progress.add(1, lines)
+        cols = progress.finish(self.ctx.timezone, starts)
+        if cols is not None:
+            file_of = cols.pop("file")
+            for i in np.unique(file_of).tolist():
+                sel = file_of == i
+                part = {
+                    k: v[sel] if isinstance(v, np.ndarray) else v.filter(sel)
+                    for k, v in cols.items()
+                }
+                self.deferred_rows += self._add_epochs(files[i].key, part)
+
+    def _stream(self, name: str, key: AttemptKey, ev: Evidence, raw: BinaryIO, head: bytes) -> int:
+        """Read a large file chunk by chunk; its epochs rows (returned count) are final."""
+        progress = ProgressRows()
+        for first, lines in line_arrays(raw, initial=head):
+            hits = self.scanner.scan(lines)
+            if hits is not None:
+                ev.add(name, first, lines, hits)
+            progress.add(first, lines)
         cols = progress.finish(self.ctx.timezone)
         if cols is None:
             return 0
+        cols.pop("file")
+        return self._add_epochs(key, cols)
+
+    def _add_epochs(self, key: AttemptKey, cols: dict) -> int:
+        """Queue one file's rows, without the (unit, epoch) pairs its attempt already has."""
         seen = self.seen.get(key)
         if seen is None:
             seen = self.seen[key] = set()
@@ -146,14 +214,13 @@ class _Session:
                 self.seen.popitem(last=False)
         else:
             self.seen.move_to_end(key)
-        codes = cols["epoch"] * len(UNITS) + cols["unit"]
-        fresh = np.array([c not in seen for c in codes.tolist()], dtype=bool)
-        seen.update(codes.tolist())
+        codes = (cols["epoch"] * len(UNITS) + cols["unit"]).tolist()
+        fresh = np.array([c not in seen for c in codes], dtype=bool)
+        seen.update(codes)
         n = int(fresh.sum())
         if n == 0:
             return 0
-        idx = pa.array(np.flatnonzero(fresh))
-        self.pending.append(
+        self.out.append(
             pa.table(
                 {
                     "job_id": pa.array([key[0]] * n, pa.string()),
@@ -161,52 +228,31 @@ class _Session:
                     "epoch": pa.array(cols["epoch"][fresh], pa.int64()),
                     "unit": pa.array(np.array(UNITS)[cols["unit"][fresh]], pa.string()),
                     "loss": pa.array(cols["loss"][fresh], pa.float64()),
-                    "time": cols["time"].take(idx),
+                    "time": cols["time"].filter(pa.array(fresh)),
                     "line_no": pa.array(cols["line_no"][fresh], pa.int64()),
                 }
             )
         )
-        self.pending_rows += n
-        if self.pending_rows >= FLUSH_ROWS:
-            self._flush()
+        self.out_rows += n
+        if self.out_rows >= FLUSH_ROWS:
+            self._write_epochs()
         return n
 
-    def _flush(self) -> None:
-        if self.pending:
-            self.batch.write("epochs", pa.concat_tables(self.pending))
-            self.pending = []
-            self.pending_rows = 0
+    def _write_epochs(self) -> None:
+        if self.out:
+            self.batch.write("epochs", pa.concat_tables(self.out))
+            self.out = []
+            self.out_rows = 0
 
     def finish(self) -> dict[str, int]:
-        self._flush()
-        rows: dict[str, list] = {
-            k: []
-            for k in (
-                "job_id",
-                "attempt_idx",
-                "reason",
-                "categories",
-                "signature",
-                "line_no",
-                "message",
-                "verdict",
-                "log_file",
-            )
-        }
-        for (job, attempt), ev in self.evidence.items():
-            m = ev.result()
-            for k, v in (
-                ("job_id", job),
-                ("attempt_idx", attempt),
-                ("reason", m.reason),
-                ("categories", m.categories),
-                ("signature", m.signature),
-                ("line_no", m.line_no),
-                ("message", m.message),
-                ("verdict", m.verdict),
-                ("log_file", m.log),
-            ):
-                rows[k].append(v)
+        self._flush_small()
+        self._write_epochs()
+        extra: dict[str, int] = {}
+        if self.deferred_rows:
+            extra["epochs"] = self.deferred_rows
+        n = self._write_failures()
+        if n:
+            extra["failures"] = n
         if self.how:
             found = ", ".join(
                 f"{n} from the {how}" for how, n in sorted(self.how.items()) if how != "skipped"
@@ -215,6 +261,34 @@ class _Session:
             self.ctx.note(
                 f"framework_log: job attempt of {found or 'no file'}"
                 + (f"; {skipped} skipped (job unknown)" if skipped else "")
+                + "; epochs of files under 1 MB are counted on the 'assembled' line"
             )
-        n = self.batch.write("failures", rows) if self.evidence else 0
-        return {"failures": n} if n else {}
+        return extra
+
+    def _write_failures(self) -> int:
+        cols = ("reason", "categories", "signature", "line_no", "message", "verdict", "log")
+        rows: dict[str, list] = {c: [] for c in ("job_id", "attempt_idx", *cols)}
+        for (job, attempt), ev in self.evidence.items():
+            m = ev.result()
+            rows["job_id"].append(job)
+            rows["attempt_idx"].append(attempt)
+            for c in cols:
+                rows[c].append(getattr(m, c))
+        rows["log_file"] = rows.pop("log")
+        return self.batch.write("failures", rows) if self.evidence else 0
+
+
+def _read_up_to(raw: BinaryIO, n: int) -> bytes:
+    """Up to ``n`` bytes (fewer only at the end of the stream); reading to the end finishes
+    the source's SHA-256."""
+    parts = []
+    got = 0
+    while got < n:
+        data = raw.read(n - got)
+        if not data:
+            break
+        parts.append(data)
+        got += len(data)
+    if got < n:
+        raw.read(1)  # at EOF: lets the hashing reader record the digest
+    return b"".join(parts)

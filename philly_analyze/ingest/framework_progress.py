@@ -123,14 +123,18 @@ def line_array(buf: bytes) -> pa.Array:
     )
 
 
-def line_arrays(raw: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, pa.Array]]:
-    """(line number of the first element, lines) for chunks of a byte stream. Lines are
-    counted by ``\\n`` (a lone ``\\r`` stays inside its line); a last line without a newline is
-    kept; a line longer than ``MAX_LINE_BYTES`` comes in pieces sharing its line number."""
+def line_arrays(
+    raw: BinaryIO, chunk_bytes: int = CHUNK_BYTES, initial: bytes = b""
+) -> Iterator[tuple[int, pa.Array]]:
+    """(line number of the first element, lines) for chunks of a byte stream (preceded by
+    ``initial``, bytes already read from it). Lines are counted by ``\\n`` (a lone ``\\r``
+    stays inside its line); a last line without a newline is kept; a line longer than
+    ``MAX_LINE_BYTES`` comes in pieces sharing its line number."""
     carry = b""
     line_no = 1
+    pending = initial
     while True:
-        data = raw.read(chunk_bytes)
+        data, pending = (pending, b"") if pending else (raw.read(chunk_bytes), b"")
         if not data:
             if carry:
                 yield line_no, line_array(carry + b"\n")
@@ -196,17 +200,34 @@ class ProgressRows:
                 }
             )
 
-    def finish(self, timezone: str) -> dict[str, np.ndarray] | None:
-        """The file's rows after rank selection and de-duplication (see module docstring),
-        in line order, with UTC times; None when the file had no progress lines."""
+    def finish(
+        self, timezone: str, file_starts: np.ndarray | None = None
+    ) -> dict[str, np.ndarray] | None:
+        """Rows after rank selection and de-duplication per file (see module docstring), in
+        line order, with UTC times; None when there were no progress lines.
+
+        ``file_starts``: when the lines of several files were added as one array (with
+        ``first_line_no`` 1), the index of each file's first line; the result then has a
+        ``file`` column and ``line_no`` counts within each file."""
         if not self.parts:
             return None
         cols = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
-        order = np.argsort(cols["line_no"], kind="stable")
+        if file_starts is None:
+            cols["file"] = np.zeros(len(cols["line_no"]), dtype=np.int64)
+        else:
+            idx = cols["line_no"] - 1
+            cols["file"] = np.searchsorted(file_starts, idx, side="right") - 1
+            cols["line_no"] = idx - file_starts[cols["file"]] + 1
+        order = np.lexsort((cols["line_no"], cols["file"]))
         cols = {k: v[order] for k, v in cols.items()}
-        keep = cols["rank"] == cols["rank"].min()
+        # Lowest rank of each file.
+        bounds = np.flatnonzero(np.r_[True, cols["file"][1:] != cols["file"][:-1]])
+        low = np.minimum.reduceat(cols["rank"], bounds)
+        group = np.cumsum(np.r_[False, cols["file"][1:] != cols["file"][:-1]])
+        keep = cols["rank"] == low[group]
         cols = {k: v[keep] for k, v in cols.items()}
-        key = cols["epoch"].astype(np.int64) * len(UNITS) + cols["unit"]
+        # First line of each (file, unit, epoch).
+        key = np.rec.fromarrays([cols["file"], cols["unit"], cols["epoch"]])
         _, first = np.unique(key, return_index=True)
         first.sort()
         cols = {k: v[first] for k, v in cols.items()}
