@@ -27,19 +27,31 @@ def test_specific_cause_beats_the_traceback_and_mpirun_it_triggers() -> None:
         "mpirun noticed that process rank 0 with PID 77967 on node n342 exited on signal 9 (Killed).",
     ]
     m = classify(log)
-    assert (m.reason, m.signature, m.line_no, m.verdict) == ("GPU out of memory", "torch-cuda-oom", 2, "failed")
+    assert (m.reason, m.signature, m.line_no, m.verdict) == (
+        "GPU out of memory",
+        "torch-cuda-oom",
+        2,
+        "failed",
+    )
     assert m.categories == "AE"
 
 
 def test_equal_priority_keeps_the_earliest_line() -> None:
-    log = ["ImportError: No module named 'cntk'", "IOError: [Errno 2] No such file or directory: '/x'"]
+    log = [
+        "ImportError: No module named 'cntk'",
+        "IOError: [Errno 2] No such file or directory: '/x'",
+    ]
     # Import error and Incorrect inputs both have priority 50: the first line decides.
     assert classify(log).reason == "Import error"
     assert classify(log[::-1]).reason == "Incorrect inputs"
 
 
 def test_errors_before_completion_are_benign_and_crash_after_is_not() -> None:
-    benign = ["MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD", *PROGRESS, "__COMPLETED__"]
+    benign = [
+        "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD",
+        *PROGRESS,
+        "__COMPLETED__",
+    ]
     m = classify(benign)
     assert (m.verdict, m.reason, m.signature, m.line_no) == ("completed", NO_SIGNATURE, None, 6)
     crash = [*benign, "Segmentation fault (core dumped)"]
@@ -80,13 +92,23 @@ def test_evidence_across_files_and_chunks_keeps_first_of_equal_priority() -> Non
         assert hits is not None
         ev.add(name, first, arr, hits)
     m = ev.result()
-    assert (m.reason, m.signature, m.log, m.line_no) == ("Semantic error", "key-index-error", "stderr.txt", 2)
+    assert (m.reason, m.signature, m.log, m.line_no) == (
+        "Semantic error",
+        "key-index-error",
+        "stderr.txt",
+        2,
+    )
 
 
 def test_unmatched_keeps_last_error_looking_line() -> None:
     log = ["starting", "ERROR: something odd happened", "Fatal: the frobnicator broke", "bye"]
     m = classify(log)
-    assert (m.verdict, m.reason, m.categories, m.signature) == ("unmatched", NO_SIGNATURE, "-", None)
+    assert (m.verdict, m.reason, m.categories, m.signature) == (
+        "unmatched",
+        NO_SIGNATURE,
+        "-",
+        None,
+    )
     assert (m.line_no, m.message) == (3, "Fatal: the frobnicator broke")
 
 
@@ -118,12 +140,12 @@ def test_long_logs_span_chunks() -> None:
     assert (m.reason, m.line_no) == ("GPU ECC error", 70_001)
 
 
-
-
 def _effective_priority(line: str) -> int:
     """The highest priority of any rule whose pattern matches the line, one rule at a time."""
     arr = pa.array([line])
-    return max(r.priority for r in RULES.rules if pc.match_substring_regex(arr, r.pattern)[0].as_py())
+    return max(
+        r.priority for r in RULES.rules if pc.match_substring_regex(arr, r.pattern)[0].as_py()
+    )
 
 
 EXAMPLES = [

@@ -14,7 +14,10 @@ from philly_analyze.failures import NO_SIGNATURE, classify, default_rules_path, 
 
 RULES = load_rules()
 EXAMPLES = [
-    (reason.name, rule.id, ex) for reason in RULES.reasons for rule in reason.rules for ex in rule.examples
+    (reason.name, rule.id, ex)
+    for reason in RULES.reasons
+    for rule in reason.rules
+    for ex in rule.examples
 ]
 #: Prefixes a line may carry in real logs (rank tags of CNTK, Open MPI, torch elastic).
 PREFIXES = ["", "MPI Rank 3: ", "[1,2]<stderr>:", "[default3]:", "09/22/2016 21:57:14: "]
@@ -74,13 +77,31 @@ def test_completion_markers() -> None:
 
 # formats.md §4, "Failure messages": what each line means (decided by hand, see docs).
 FORMATS_MD = [
-    ("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 11.17 GiB total capacity; ...)", "GPU out of memory"),
-    ("ResourceExhaustedError: OOM when allocating tensor with shape[11772117,100] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc", "GPU out of memory"),
+    (
+        "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 11.17 GiB total capacity; ...)",
+        "GPU out of memory",
+    ),
+    (
+        "ResourceExhaustedError: OOM when allocating tensor with shape[11772117,100] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+        "GPU out of memory",
+    ),
     ("RuntimeError: CUDA error: an illegal memory access was encountered", "Invalid mem access"),
-    ("mpirun noticed that process rank 0 with PID 77967 on node n342 exited on signal 9 (Killed).", "MPI runtime failure"),
-    ("mpirun noticed that process rank 3 with PID 1234 on node n17 exited on signal 11 (Segmentation fault).", "Invalid mem access"),
-    ("Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished execution.", "MPI runtime failure"),
-    ("java.net.ConnectException: Call From host/10.0.0.1 to nn:9000 failed on connection exception: java.net.ConnectException: Connection refused", "Model ckpt error"),
+    (
+        "mpirun noticed that process rank 0 with PID 77967 on node n342 exited on signal 9 (Killed).",
+        "MPI runtime failure",
+    ),
+    (
+        "mpirun noticed that process rank 3 with PID 1234 on node n17 exited on signal 11 (Segmentation fault).",
+        "Invalid mem access",
+    ),
+    (
+        "Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished execution.",
+        "MPI runtime failure",
+    ),
+    (
+        "java.net.ConnectException: Call From host/10.0.0.1 to nn:9000 failed on connection exception: java.net.ConnectException: Connection refused",
+        "Model ckpt error",
+    ),
     ("Traceback (most recent call last):", "Traceback from crash"),
     ("MemoryError", "CPU out of memory"),
     ("Segmentation fault (core dumped)", "Core dump"),
@@ -115,7 +136,10 @@ examples = ["uncorrectable ECC error encountered"]
         (GOOD_REASON.replace("'uncorrectable ECC error'", "'^ECC'"), "must not use ^ or $"),
         (GOOD_REASON.replace("'uncorrectable ECC error'", "'ECC error$'"), "must not use ^ or $"),
         (GOOD_REASON.replace('["AE"]', '["XX"]'), "categories must be"),
-        (GOOD_REASON.replace('examples = ["uncorrectable ECC error encountered"]', ""), "has no examples"),
+        (
+            GOOD_REASON.replace('examples = ["uncorrectable ECC error encountered"]', ""),
+            "has no examples",
+        ),
         (GOOD_REASON + GOOD_REASON.replace("GPU ECC error", "Other"), "rule id 'ecc' used twice"),
         (GOOD_REASON.replace('name = "GPU ECC error"', ""), "missing or empty 'name'"),
     ],

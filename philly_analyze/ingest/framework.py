@@ -62,6 +62,7 @@ FLUSH_ROWS = 200_000
 #: Files up to this size are read whole and scanned together, CHUNK_BYTES at a time (each
 #: RE2 pass has a fixed cost of a few ms, too much per file for 100,000s of small logs).
 SMALL_FILE_BYTES = 1 << 20
+READ_PIECE = 64 * 1024
 #: Attempts whose seen (unit, epoch) keys are remembered to de-duplicate across their files
 #: (files of one attempt are adjacent in the sorted walk of a folder).
 SEEN_ATTEMPTS = 256
@@ -138,19 +139,20 @@ class _Session:
             ev = self.evidence[key] = Evidence(self.scanner)
         ev.register(source.name)
         provided = f"epochs, failures: {key[0]} attempt {key[1]} ({found.how} id)"
-        head = b""
+        parts: list[bytes] = []
         try:
             with source.open(self.ctx.tracker) as raw:
-                head = _read_up_to(raw, SMALL_FILE_BYTES + 1)
-                if len(head) <= SMALL_FILE_BYTES:
+                size = _read_up_to(raw, SMALL_FILE_BYTES + 1, parts)
+                if size <= SMALL_FILE_BYTES:
                     # Small file (most are): scanned later with others, one RE2 pass per batch.
-                    self._add_small(source.name, key, head)
+                    self._add_small(source.name, key, b"".join(parts))
                     return SourceResult({}, 0, provided)
-                n = self._stream(source.name, key, ev, raw, head)
+                n = self._stream(source.name, key, ev, raw, b"".join(parts))
         except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:
             # Corrupt compressed data: keep what was read (the pipeline rejects the rest).
-            if head and len(head) <= SMALL_FILE_BYTES:
-                self._add_small(source.name, key, head)
+            if parts and sum(map(len, parts)) <= SMALL_FILE_BYTES:
+                data = b"".join(parts)
+                self._add_small(source.name, key, data[: data.rfind(b"\n") + 1])
             raise InputFormatError(f"cannot read further: {e}", source=source.name) from None
         return SourceResult({"epochs": n} if n else {}, 0, provided)
 
@@ -194,7 +196,7 @@ class _Session:
     def _stream(self, name: str, key: AttemptKey, ev: Evidence, raw: BinaryIO, head: bytes) -> int:
         """Read a large file chunk by chunk; its epochs rows (returned count) are final."""
         progress = ProgressRows()
-        for first, lines in line_arrays(raw, initial=head):
+        for first, lines in line_arrays(raw, CHUNK_BYTES, initial=head):
             hits = self.scanner.scan(lines)
             if hits is not None:
                 ev.add(name, first, lines, hits)
@@ -278,17 +280,16 @@ class _Session:
         return self.batch.write("failures", rows) if self.evidence else 0
 
 
-def _read_up_to(raw: BinaryIO, n: int) -> bytes:
-    """Up to ``n`` bytes (fewer only at the end of the stream); reading to the end finishes
-    the source's SHA-256."""
-    parts = []
+def _read_up_to(raw: BinaryIO, n: int, parts: list[bytes]) -> int:
+    """Append up to ``n`` bytes to ``parts`` (in pieces, so a read error keeps what came
+    before it); fewer only at the end of the stream, where the source's SHA-256 is finished.
+    Returns the number of bytes read."""
     got = 0
     while got < n:
-        data = raw.read(n - got)
+        data = raw.read(min(READ_PIECE, n - got))
         if not data:
+            raw.read(1)  # at EOF: lets the hashing reader record the digest
             break
         parts.append(data)
         got += len(data)
-    if got < n:
-        raw.read(1)  # at EOF: lets the hashing reader record the digest
-    return b"".join(parts)
+    return got
