@@ -356,7 +356,7 @@ def test_large_files_stream_and_small_files_batch(
     tmp_path: Path, store_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tiny chunk sizes force many chunks per large file and many batches of small files."""
-    monkeypatch.setattr(framework, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(framework, "CHUNK_BYTES", 16384)
     monkeypatch.setattr(framework, "SMALL_FILE_BYTES", 2048)
     big = [f"INFO:tensorflow:loss = {i / 1000}, step = {i}" for i in range(3000)]
     big[1500] = "ResourceExhaustedError: OOM when allocating tensor with shape[64,1000]"

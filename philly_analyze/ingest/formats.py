@@ -106,6 +106,10 @@ def load_formats() -> list[Format]:
     for mod in FORMAT_MODULES:
         if importlib.util.find_spec(mod) is not None:
             importlib.import_module(mod)
+    # Detection order is FORMAT_MODULES order, whatever order the modules were imported in
+    # (a test or a library user may import a generic format's module first).
+    order = {m: i for i, m in enumerate(FORMAT_MODULES)}
+    FORMATS.sort(key=lambda f: order.get(type(f).__module__, len(order)))
     return FORMATS
 
 
