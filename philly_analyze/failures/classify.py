@@ -68,6 +68,15 @@ class ChunkHits:
     marker_pos: np.ndarray  # completion-marker lines
     hint_pos: np.ndarray  # error-looking lines
 
+    def at(self, positions: np.ndarray) -> ChunkHits:
+        """The same hits for a chunk that was a subset: ``positions[p]`` is each line's index."""
+        return ChunkHits(
+            positions[self.rule_pos],
+            self.rule_idx,
+            positions[self.marker_pos],
+            positions[self.hint_pos],
+        )
+
     def within(self, lo: int, hi: int) -> ChunkHits | None:
         """The hits at positions ``lo <= p < hi`` (one file of a batch of files)."""
         r = (self.rule_pos >= lo) & (self.rule_pos < hi)
@@ -98,6 +107,11 @@ class Scanner:
         self._marker_gate = _alternation(m.pattern for m in rules.completion)
         gates = (self._rule_gate, self._marker_gate, f"(?:{rules.hint})")
         self._any_gate = "|".join(g for g in gates if g)
+
+    @property
+    def gate(self) -> str:
+        """RE2 pattern matching every line ``scan`` can report (to pre-filter with others)."""
+        return self._any_gate
 
     def scan(self, lines: pa.Array) -> ChunkHits | None:
         """Hits in one chunk (``None`` when the chunk holds nothing of interest)."""

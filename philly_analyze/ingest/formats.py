@@ -83,6 +83,8 @@ class Format:
 
 
 FORMATS: list[Format] = []
+#: Whether load_formats has imported every module (detect() runs once per file).
+_LOADED = False
 
 #: Modules that register formats, in detection order (specific before generic).
 FORMAT_MODULES = (
@@ -103,6 +105,9 @@ def register(cls: type[Format]) -> type[Format]:
 
 def load_formats() -> list[Format]:
     """Import every format module that exists (each registers itself)."""
+    global _LOADED
+    if _LOADED:
+        return FORMATS
     for mod in FORMAT_MODULES:
         if importlib.util.find_spec(mod) is not None:
             importlib.import_module(mod)
@@ -110,6 +115,7 @@ def load_formats() -> list[Format]:
     # (a test or a library user may import a generic format's module first).
     order = {m: i for i, m in enumerate(FORMAT_MODULES)}
     FORMATS.sort(key=lambda f: order.get(type(f).__module__, len(order)))
+    _LOADED = True
     return FORMATS
 
 

@@ -29,9 +29,10 @@ from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from philly_analyze.errors import InputFormatError
-from philly_analyze.failures import Evidence, Scanner, load_rules
+from philly_analyze.failures import ChunkHits, Evidence, Scanner, load_rules
 from philly_analyze.ingest.formats import (
     Format,
     IngestContext,
@@ -46,6 +47,7 @@ from philly_analyze.ingest.framework_progress import (
     ProgressRows,
     line_array,
     line_arrays,
+    progress_gate,
 )
 from philly_analyze.ingest.source import Source
 from philly_analyze.store import Batch
@@ -123,9 +125,11 @@ class _Session:
     out_rows: int = 0
     how: Counter[str] = field(default_factory=Counter)
     mapping: Mapping = field(init=False)
+    gate: str = field(init=False)
 
     def __post_init__(self) -> None:
         self.mapping = Mapping(self.ctx.framework_mapping)
+        self.gate = f"{self.scanner.gate}|{progress_gate()}"
 
     def feed(self, source: Source) -> SourceResult:
         found = resolve(source.name, source.head, self.mapping)
@@ -174,38 +178,52 @@ class _Session:
         lines = line_array(b"".join(f.data for f in files))
         counts = np.array([f.data.count(b"\n") for f in files], dtype=np.int64)
         starts = np.r_[0, np.cumsum(counts)[:-1]]
-        hits = self.scanner.scan(lines)
+        progress = ProgressRows()
+        hits = self._scan(lines, 1, progress)
         if hits is not None:
             for f, lo, n in zip(files, starts.tolist(), counts.tolist(), strict=True):
                 own = hits.within(lo, lo + n)
                 if own is not None:
                     self.evidence[f.key].add(f.name, 1 - lo, lines, own)
-        progress = ProgressRows()
-        progress.add(1, lines)
         cols = progress.finish(self.ctx.timezone, starts)
         if cols is not None:
+            # Rows come grouped by file (in line order): one slice per file.
             file_of = cols.pop("file")
-            for i in np.unique(file_of).tolist():
-                sel = file_of == i
-                part = {
-                    k: v[sel] if isinstance(v, np.ndarray) else v.filter(sel)
-                    for k, v in cols.items()
-                }
-                self.deferred_rows += self._add_epochs(files[i].key, part)
+            cuts = np.flatnonzero(np.diff(file_of)) + 1
+            for lo, hi in zip(
+                np.r_[0, cuts].tolist(), np.r_[cuts, len(file_of)].tolist(), strict=True
+            ):
+                part = {k: v[lo:hi] for k, v in cols.items()}
+                self.deferred_rows += self._add_epochs(files[int(file_of[lo])].key, part)
 
     def _stream(self, name: str, key: AttemptKey, ev: Evidence, raw: BinaryIO, head: bytes) -> int:
         """Read a large file chunk by chunk; its epochs rows (returned count) are final."""
         progress = ProgressRows()
         for first, lines in line_arrays(raw, CHUNK_BYTES, initial=head):
-            hits = self.scanner.scan(lines)
+            hits = self._scan(lines, first, progress)
             if hits is not None:
                 ev.add(name, first, lines, hits)
-            progress.add(first, lines)
         cols = progress.finish(self.ctx.timezone)
         if cols is None:
             return 0
         cols.pop("file")
         return self._add_epochs(key, cols)
+
+    def _scan(
+        self, lines: pa.Array, first_line_no: int, progress: ProgressRows
+    ) -> ChunkHits | None:
+        """One RE2 pass over the chunk for anything of interest, then failure evidence (hits
+        returned, positions in ``lines``) and progress rows (into ``progress``) from the
+        candidate lines only."""
+        cand = np.flatnonzero(
+            pc.match_substring_regex(lines, self.gate).to_numpy(zero_copy_only=False)
+        )
+        if len(cand) == 0:
+            return None
+        sub = lines.take(pa.array(cand))
+        progress.add(sub, cand + first_line_no)
+        hits = self.scanner.scan(sub)
+        return None if hits is None else hits.at(cand)
 
     def _add_epochs(self, key: AttemptKey, cols: dict) -> int:
         """Queue one file's rows, without the (unit, epoch) pairs its attempt already has."""

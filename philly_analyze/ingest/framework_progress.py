@@ -30,6 +30,7 @@ after the rank tag, is wall-clock in ``--timezone`` and stored in UTC; no stamp,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -109,6 +110,11 @@ SHAPES: tuple[Shape, ...] = (
 )
 
 
+def progress_gate() -> str:
+    """RE2 pattern matching every line ``ProgressRows.add`` may use (the shapes' gates)."""
+    return "|".join(re.escape(s.gate) for s in SHAPES)
+
+
 def line_array(buf: bytes) -> pa.Array:
     """Zero-copy string array over ``buf`` (which ends with a newline), one line per element,
     newline included. Invalid UTF-8 is replaced first, so the array is valid."""
@@ -160,8 +166,9 @@ class ProgressRows:
 
     parts: list[dict[str, np.ndarray]] = field(default_factory=list)
 
-    def add(self, first_line_no: int, lines: pa.Array) -> None:
-        """Extract every progress line of one chunk."""
+    def add(self, lines: pa.Array, line_nos: np.ndarray) -> None:
+        """Extract every progress line of one chunk; ``line_nos[i]`` is the line number of
+        ``lines[i]`` (chunks may be pre-filtered subsets)."""
         for shape in SHAPES:
             cand = np.flatnonzero(
                 pc.match_substring(lines, shape.gate).to_numpy(zero_copy_only=False)
@@ -189,7 +196,7 @@ class ProgressRows:
                 rank = np.where(rank < 0, vals, rank)
             self.parts.append(
                 {
-                    "line_no": cand[ok] + first_line_no,
+                    "line_no": line_nos[cand[ok]],
                     "unit": np.full(len(epoch), UNITS.index(shape.unit), dtype=np.int8),
                     "epoch": epoch,
                     "loss": pc.cast(ext.field("loss"), pa.float64()).to_numpy(zero_copy_only=False),
