@@ -9,12 +9,12 @@ import json
 import tarfile
 from pathlib import Path
 
-import duckdb
 import pytest
 from click.testing import CliRunner
 
 from philly_analyze.cli import main
 from philly_analyze.ingest import framework
+from tests.store_query import q
 
 UTC = dt.UTC
 A = "application_1506638472019_0001"
@@ -23,15 +23,6 @@ B = "application_1506638472019_0002"
 
 def ingest(*args: str | Path) -> object:
     return CliRunner().invoke(main, ["ingest", *map(str, args)])
-
-
-def q(store: Path, sql: str, params: list | None = None) -> list[tuple]:
-    con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
-    con.execute("SET TimeZone = 'UTC'")
-    try:
-        return con.execute(sql, params or []).fetchall()
-    finally:
-        con.close()
 
 
 def write(root: Path, job: str, attempt: int, name: str, lines: list[str] | bytes) -> Path:

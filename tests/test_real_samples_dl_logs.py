@@ -11,11 +11,11 @@ import datetime as dt
 import json
 from pathlib import Path
 
-import duckdb
 import pytest
 from click.testing import CliRunner
 
 from philly_analyze.cli import main
+from tests.store_query import q
 
 UTC = dt.UTC
 CNTK1 = "microsoft__CNTK__GettingStarted_01_OneHidden_baseline.linux.txt"
@@ -50,15 +50,6 @@ FAILURES = {
     SYNERGY: ("none", "No signature", None, None),
     ALLREDUCE: ("none", "No signature", None, None),
 }
-
-
-def q(store: Path, sql: str, params: list | None = None) -> list[tuple]:
-    con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
-    con.execute("SET TimeZone = 'UTC'")
-    try:
-        return con.execute(sql, params or []).fetchall()
-    finally:
-        con.close()
 
 
 @pytest.fixture(scope="module")
