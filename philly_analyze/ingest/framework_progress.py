@@ -169,7 +169,14 @@ class ProgressRows:
     def add(self, lines: pa.Array, line_nos: np.ndarray) -> None:
         """Extract every progress line of one chunk; ``line_nos[i]`` is the line number of
         ``lines[i]`` (chunks may be pre-filtered subsets)."""
+        if len(lines) == 0:
+            return
+        # Shapes absent from the chunk's bytes are skipped without a pass over its lines.
+        data = lines.buffers()[2]
+        raw = data.to_pybytes() if data is not None else b""
         for shape in SHAPES:
+            if shape.gate.encode() not in raw:
+                continue
             cand = np.flatnonzero(
                 pc.match_substring(lines, shape.gate).to_numpy(zero_copy_only=False)
             )
@@ -201,9 +208,9 @@ class ProgressRows:
                     "epoch": epoch,
                     "loss": pc.cast(ext.field("loss"), pa.float64()).to_numpy(zero_copy_only=False),
                     "rank": np.maximum(rank, 0),
-                    "t_us": _strs(head.field("t_us")),
-                    "t_iso": _strs(head.field("t_iso")),
-                    "t_frac": _strs(head.field("t_frac")),
+                    "t_us": head.field("t_us"),
+                    "t_iso": head.field("t_iso"),
+                    "t_frac": head.field("t_frac"),
                 }
             )
 
@@ -218,29 +225,41 @@ class ProgressRows:
         ``file`` column and ``line_no`` counts within each file."""
         if not self.parts:
             return None
-        cols = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
+        cols = {k: np.concatenate([p[k] for p in self.parts]) for k in NUMERIC}
+        stamps = {k: pa.concat_arrays([p[k] for p in self.parts]) for k in STAMPS}
         if file_starts is None:
             cols["file"] = np.zeros(len(cols["line_no"]), dtype=np.int64)
         else:
             idx = cols["line_no"] - 1
             cols["file"] = np.searchsorted(file_starts, idx, side="right") - 1
             cols["line_no"] = idx - file_starts[cols["file"]] + 1
-        order = np.lexsort((cols["line_no"], cols["file"]))
-        cols = {k: v[order] for k, v in cols.items()}
+        rows = np.lexsort((cols["line_no"], cols["file"]))  # file, then line order
+        file, rank = cols["file"][rows], cols["rank"][rows]
         # Lowest rank of each file.
-        bounds = np.flatnonzero(np.r_[True, cols["file"][1:] != cols["file"][:-1]])
-        low = np.minimum.reduceat(cols["rank"], bounds)
-        group = np.cumsum(np.r_[False, cols["file"][1:] != cols["file"][:-1]])
-        keep = cols["rank"] == low[group]
-        cols = {k: v[keep] for k, v in cols.items()}
-        # First line of each (file, unit, epoch).
-        key = np.rec.fromarrays([cols["file"], cols["unit"], cols["epoch"]])
-        _, first = np.unique(key, return_index=True)
-        first.sort()
-        cols = {k: v[first] for k, v in cols.items()}
-        cols["time"] = _times(cols.pop("t_us"), cols.pop("t_iso"), cols.pop("t_frac"), timezone)
-        del cols["rank"]
-        return cols
+        new_file = np.r_[True, file[1:] != file[:-1]]
+        low = np.minimum.reduceat(rank, np.flatnonzero(new_file))
+        rows = rows[rank == low[np.cumsum(new_file) - 1]]
+        # First line of each (file, unit, epoch): sort by key then position, take group heads.
+        n = len(rows)
+        by_key = np.lexsort(
+            (np.arange(n), cols["epoch"][rows], cols["unit"][rows], cols["file"][rows])
+        )
+        k = rows[by_key]
+        head = np.r_[
+            True,
+            (cols["file"][k][1:] != cols["file"][k][:-1])
+            | (cols["unit"][k][1:] != cols["unit"][k][:-1])
+            | (cols["epoch"][k][1:] != cols["epoch"][k][:-1]),
+        ]
+        rows = rows[np.sort(by_key[head])]
+        out = {c: cols[c][rows] for c in ("file", "line_no", "unit", "epoch", "loss")}
+        take = pa.array(rows)
+        out["time"] = _times(*(stamps[c].take(take) for c in STAMPS), timezone)
+        return out
+
+
+NUMERIC = ("line_no", "unit", "epoch", "loss", "rank")
+STAMPS = ("t_us", "t_iso", "t_frac")
 
 
 def _ints(col: pa.Array, missing: int = 0) -> np.ndarray:
@@ -249,27 +268,22 @@ def _ints(col: pa.Array, missing: int = 0) -> np.ndarray:
     return pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False)
 
 
-def _strs(col: pa.Array) -> np.ndarray:
-    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
-
-
-def _times(t_us: np.ndarray, t_iso: np.ndarray, t_frac: np.ndarray, tz: str) -> pa.Array:
-    """Line time stamps (wall-clock in ``tz``) -> UTC timestamps; NULL where none."""
+def _times(t_us: pa.Array, t_iso: pa.Array, t_frac: pa.Array, tz: str) -> pa.Array:
+    """Line time stamps (wall-clock in ``tz``) -> UTC timestamps; NULL where none ('' = no
+    stamp: the regex group did not take part)."""
     naive = np.full(len(t_us), np.datetime64("NaT"), dtype="datetime64[us]")
-    us = pa.array(t_us, pa.string())
-    if pc.any(pc.not_equal(us, "")).as_py():
-        parsed = pc.strptime(us, format="%m/%d/%Y %H:%M:%S", unit="us", error_is_null=True)
+    if pc.any(pc.not_equal(t_us, "")).as_py():
+        parsed = pc.strptime(t_us, format="%m/%d/%Y %H:%M:%S", unit="us", error_is_null=True)
         naive = _fill(naive, parsed.to_numpy(zero_copy_only=False))
-    iso = pa.array(t_iso, pa.string())
-    if pc.any(pc.not_equal(iso, "")).as_py():
+    if pc.any(pc.not_equal(t_iso, "")).as_py():
         parsed = pc.strptime(
-            pc.replace_substring(iso, "T", " "),
+            pc.replace_substring(t_iso, "T", " "),
             format="%Y-%m-%d %H:%M:%S",
             unit="us",
             error_is_null=True,
         )
         # ",633" -> 633000 us: pad the fraction's digits to six.
-        frac = pc.utf8_rpad(pa.array(t_frac, pa.string()), width=6, padding="0")
+        frac = pc.utf8_rpad(t_frac, width=6, padding="0")
         micros = pc.cast(frac, pa.int64()).to_numpy(zero_copy_only=False)
         stamped = parsed.to_numpy(zero_copy_only=False) + micros.astype("timedelta64[us]")
         naive = _fill(naive, stamped)
