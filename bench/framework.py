@@ -132,7 +132,7 @@ def run() -> None:
         cpu_s = float(cpu)
         print(
             f"framework_log {name}: {files:,} files, {mb:,.0f} MB: wall {secs:.1f} s = "
-            f"{mb / secs:,.1f} MB/s, {files / secs:,.0f} files/s; CPU {cpu_s:.1f} s = "
+            f"{mb / secs:,.1f} MB/s, {files / secs:,.1f} files/s; CPU {cpu_s:.1f} s = "
             f"{mb / cpu_s:,.1f} MB/s per core; peak RSS {rss:,.0f} MB; {int(n_epochs):,} epochs "
             f"rows, {int(n_failures):,} failures rows [{os.cpu_count()} cores, load "
             f"{os.getloadavg()[0]:.1f}]",
