@@ -136,12 +136,17 @@ def run() -> None:
     b_secs, b_rss, _ = python_measured(BASELINE, str(INPUT), str(base_out))
     o_secs, o_rss, _ = python_measured(OURS, str(INPUT), str(store))
     con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
-    rows = sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("jobs", "attempts", "placements", "gpu_util", "cpu_util", "mem_util", "machines"))
+    rows = sum(
+        con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+        for t in ("jobs", "attempts", "placements", "gpu_util", "cpu_util", "mem_util", "machines")
+    )
     con.close()
     print(f"cores: {os.cpu_count()}")
     print(f"duckdb read_csv/read_json -> parquet: {b_secs:8.1f} s  peak RSS {b_rss:7.0f} MB")
-    print(f"philly-analyze ingest:                {o_secs:8.1f} s  peak RSS {o_rss:7.0f} MB  "
-          f"{rows / o_secs:,.0f} rows/s ({rows:,} rows)")
+    print(
+        f"philly-analyze ingest:                {o_secs:8.1f} s  peak RSS {o_rss:7.0f} MB  "
+        f"{rows / o_secs:,.0f} rows/s ({rows:,} rows)"
+    )
     print(f"ratio: {o_secs / b_secs:.2f}x (target <= 1.5x); peak RSS target < 2048 MB")
 
 

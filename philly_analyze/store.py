@@ -141,8 +141,8 @@ class Batch:
                 f"{sql_literal(str(target / f'{self.batch_id}-c{self._copies}.parquet'))} "
                 f"(FORMAT parquet, COMPRESSION zstd)"
             )
-        n = con.execute(sql, params or []).fetchone()
-        written = int(n[0]) if n else 0
+        rows = con.execute(sql, params or []).fetchall()
+        written = int(rows[0][0]) if rows else 0
         self.rows[table] = self.rows.get(table, 0) + written
         if written == 0:
             shutil.rmtree(target, ignore_errors=True)
@@ -258,7 +258,7 @@ class Store:
             f"{col.name} {schemas.duckdb_type(col.type)}" for col in schemas.INGEST_LOG.columns
         )
         c.execute(f"CREATE TABLE IF NOT EXISTS ingest_log ({cols})")
-        row = c.execute("SELECT value FROM _meta WHERE key = 'version'").fetchone()
+        row = _first(c.execute("SELECT value FROM _meta WHERE key = 'version'").fetchall())
         if row is None:
             c.execute("INSERT INTO _meta VALUES ('version', ?)", [str(STORE_VERSION)])
         elif int(row[0]) != STORE_VERSION:
@@ -281,7 +281,7 @@ class Store:
     def _views_stale(self) -> bool:
         """Views are rebuilt when the store was moved (they hold absolute paths)."""
         try:
-            row = self.con.execute("SELECT value FROM _meta WHERE key = 'root'").fetchone()
+            row = _first(self.con.execute("SELECT value FROM _meta WHERE key = 'root'").fetchall())
         except duckdb.CatalogException:
             return False
         return row is None or row[0] != str(self.path)
@@ -414,14 +414,17 @@ class Store:
 
     def arrow(self, query: str, params: Sequence[Any] | None = None) -> pa.Table:
         """Run a query and return an Arrow table."""
-        return self.con.execute(query, params or []).to_arrow_table()
+        rel = self.con.sql(query, params=params) if params else self.con.sql(query)
+        return rel.to_arrow_table()
 
     def has_rows(self, table: str) -> bool:
         """Whether the store holds any Parquet data for a table (cheap: reads the file list)."""
-        row = self.con.execute(
-            "SELECT coalesce(sum(rows), 0) FROM _files WHERE tbl = ?", [table]
-        ).fetchone()
-        return bool(row and row[0])
+        return bool(self.scalar("SELECT coalesce(sum(rows), 0) FROM _files WHERE tbl = ?", [table]))
+
+    def scalar(self, query: str, params: Sequence[Any] | None = None) -> Any:
+        """The first column of the first row (None if no row)."""
+        row = _first(self.con.execute(query, params or []).fetchall())
+        return None if row is None else row[0]
 
     def row_counts(self) -> dict[str, int]:
         """Rows per physical table (from the file list, before merging sources)."""
@@ -433,6 +436,12 @@ class Store:
     def ingest_log(self) -> Any:
         """The ingest_log as a DataFrame."""
         return self.df("SELECT * FROM ingest_log ORDER BY ingested_at, source")
+
+
+def _first(rows: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
+    # fetchall, not fetchone: DuckDB 2 refuses new work on a connection while a result is
+    # only partly fetched.
+    return rows[0] if rows else None
 
 
 def _empty_select(columns: Sequence[schemas.Column]) -> str:

@@ -45,7 +45,13 @@ def job(
     vc: str = "vc1",
     user: str = "u1",
 ) -> dict[str, Any]:
-    d: dict[str, Any] = {"status": status, "vc": vc, "jobid": jobid, "submitted_time": submitted, "user": user}
+    d: dict[str, Any] = {
+        "status": status,
+        "vc": vc,
+        "jobid": jobid,
+        "submitted_time": submitted,
+        "user": user,
+    }
     if attempts is not None:
         d["attempts"] = attempts
     return d

@@ -35,7 +35,7 @@ def _big_gpu_util(path: Path, minutes: int = 20000, machines: int = 20) -> None:
 def _count(store: Path) -> int:
     con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
     try:
-        return con.execute("SELECT count(*) FROM gpu_util").fetchone()[0]
+        return con.execute("SELECT count(*) FROM gpu_util").fetchall()[0][0]
     finally:
         con.close()
 
@@ -58,7 +58,9 @@ def _prepare(tmp_path: Path) -> tuple[Path, Path]:
     store = tmp_path / "store"
     small = tmp_path / "small"
     small.write_text(GPU_HEADER + "2017-10-01 00:00:00 PDT,m0,1,2,NA,NA,NA,NA,NA,NA,\n")
-    assert CliRunner().invoke(main, ["ingest", str(small), "--store", str(store), "-q"]).exit_code == 0
+    assert (
+        CliRunner().invoke(main, ["ingest", str(small), "--store", str(store), "-q"]).exit_code == 0
+    )
     big = tmp_path / "big"
     _big_gpu_util(big)
     return store, big

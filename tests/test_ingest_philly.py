@@ -49,15 +49,26 @@ def utc(*a: int) -> dt.datetime:
 def test_machine_list_spaces_and_listed_vs_observed(tmp_path: Path, store_dir: Path) -> None:
     d = tmp_path / "trace"
     d.mkdir()
-    write_machine_list(d / "cluster_machine_list", [("m50", 8, "24GB"), ("m51", 2, "12GB"), ("m52", 2, "12GB")])
+    write_machine_list(
+        d / "cluster_machine_list", [("m50", 8, "24GB"), ("m51", 2, "12GB"), ("m52", 2, "12GB")]
+    )
     # An 8-GPU job on m51, which the list says has 2 GPUs (the real trace has this).
     write_job_log(
         d / "cluster_job_log",
-        [job("application_1_1", "2017-10-01 10:00:00", [attempt("2017-10-01 10:00:30", "2017-10-01 11:00:30", {"m51": list(range(8))})])],
+        [
+            job(
+                "application_1_1",
+                "2017-10-01 10:00:00",
+                [attempt("2017-10-01 10:00:30", "2017-10-01 11:00:30", {"m51": list(range(8))})],
+            )
+        ],
     )
     r = ingest(d, "--store", store_dir)
     assert r.exit_code == 0, r.output
-    rows = q(store_dir, "SELECT machine_id, num_gpus, listed_num_gpus, observed_num_gpus, gpu_mem_gb FROM machines ORDER BY 1")
+    rows = q(
+        store_dir,
+        "SELECT machine_id, num_gpus, listed_num_gpus, observed_num_gpus, gpu_mem_gb FROM machines ORDER BY 1",
+    )
     assert rows == [
         ("m50", 8, 8, None, 24.0),
         ("m51", 8, 2, 8, 12.0),  # analyses use 8: the scheduler handed out gpu7
@@ -78,10 +89,25 @@ def test_job_log_quirks(tmp_path: Path, store_dir: Path) -> None:
             ],
         ),
         # Still running: last attempt without an end, given as the string "None".
-        job("application_1_2", "2017-10-08 00:00:00", [attempt("2017-10-08 00:10:00", "None", {"m3": [0]})], "Killed"),
+        job(
+            "application_1_2",
+            "2017-10-08 00:00:00",
+            [attempt("2017-10-08 00:10:00", "None", {"m3": [0]})],
+            "Killed",
+        ),
         # JSON null and empty-string end times.
-        job("application_1_3", "2017-10-08 00:00:00", [attempt("2017-10-08 00:01:00", None, {"m3": [1]})], "Failed"),
-        job("application_1_4", "2017-10-08 00:00:00", [attempt("2017-10-08 00:02:00", "", {"m3": [1]})], "Pass"),
+        job(
+            "application_1_3",
+            "2017-10-08 00:00:00",
+            [attempt("2017-10-08 00:01:00", None, {"m3": [1]})],
+            "Failed",
+        ),
+        job(
+            "application_1_4",
+            "2017-10-08 00:00:00",
+            [attempt("2017-10-08 00:02:00", "", {"m3": [1]})],
+            "Pass",
+        ),
         # No attempts at all: key missing, empty list, null.
         job("application_1_5", "2017-10-08 00:00:00", None, "Failed"),
         job("application_1_6", "2017-10-08 00:00:00", [], "Killed"),
@@ -90,13 +116,26 @@ def test_job_log_quirks(tmp_path: Path, store_dir: Path) -> None:
     write_job_log(tmp_path / "cluster_job_log", jobs, pretty=True)
     r = ingest(tmp_path / "cluster_job_log", "--store", store_dir)
     assert r.exit_code == 0, r.output
-    got = {row[0]: row[1:] for row in q(store_dir, """
+    got = {
+        row[0]: row[1:]
+        for row in q(
+            store_dir,
+            """
         SELECT job_id, status, num_gpus, num_attempts, submit_time, first_start, last_end,
-               queue_delay_s, run_time_s, gpu_time_s, flags FROM jobs""")}
+               queue_delay_s, run_time_s, gpu_time_s, flags FROM jobs""",
+        )
+    }
     # 2017-10-07 01:11:39 PDT = 08:11:39 UTC. Delay 30 s. Run 01:12:09 -> 10-09 06:53:12.
     s1, e1 = utc(2017, 10, 7, 8, 12, 9), utc(2017, 10, 9, 13, 53, 12)
     assert got["application_1_1"] == (
-        "passed", 4, 2, utc(2017, 10, 7, 8, 11, 39), s1, e1, 30.0, (e1 - s1).total_seconds(),
+        "passed",
+        4,
+        2,
+        utc(2017, 10, 7, 8, 11, 39),
+        s1,
+        e1,
+        30.0,
+        (e1 - s1).total_seconds(),
         # attempt 0: 74 s x 4 GPUs; attempt 1: (01:13:30 -> 10-09 06:53:12) x 4 GPUs
         74 * 4 + (utc(2017, 10, 9, 13, 53, 12) - utc(2017, 10, 7, 8, 13, 30)).total_seconds() * 4,
         None,
@@ -110,7 +149,9 @@ def test_job_log_quirks(tmp_path: Path, store_dir: Path) -> None:
         assert "no_attempts" in got[jid][9]
     assert got["application_1_7"][3] is None and "no_submit" in got["application_1_7"][9]
     assert got["application_1_5"][0] == "unsuccessful"
-    outcomes = q(store_dir, "SELECT job_id, attempt_idx, outcome, num_machines FROM attempts ORDER BY 1, 2")
+    outcomes = q(
+        store_dir, "SELECT job_id, attempt_idx, outcome, num_machines FROM attempts ORDER BY 1, 2"
+    )
     assert outcomes == [
         ("application_1_1", 0, "failed", 1),
         ("application_1_1", 1, "passed", 2),
@@ -126,15 +167,34 @@ def test_fall_back_hour_keeps_each_job_in_order(tmp_path: Path, store_dir: Path)
     jobs = [
         # Submitted 01:50 (first occurrence, 08:50 UTC), started "01:10": only the second
         # occurrence (09:10 UTC) comes after the submission.
-        job("application_2_1", "2017-11-05 01:50:00", [attempt("2017-11-05 01:10:00", "2017-11-05 03:00:00", {"m1": [0]})]),
+        job(
+            "application_2_1",
+            "2017-11-05 01:50:00",
+            [attempt("2017-11-05 01:10:00", "2017-11-05 03:00:00", {"m1": [0]})],
+        ),
         # Both in the first occurrence, already in order: kept as daylight time.
-        job("application_2_2", "2017-11-05 01:05:00", [attempt("2017-11-05 01:06:00", "2017-11-05 01:20:00", {"m1": [1]})]),
+        job(
+            "application_2_2",
+            "2017-11-05 01:05:00",
+            [attempt("2017-11-05 01:06:00", "2017-11-05 01:20:00", {"m1": [1]})],
+        ),
     ]
     write_job_log(tmp_path / "cluster_job_log", jobs)
     assert ingest(tmp_path / "cluster_job_log", "--store", store_dir).exit_code == 0
-    rows = dict((r[0], r[1:]) for r in q(store_dir, "SELECT job_id, submit_time, first_start, last_end FROM jobs"))
-    assert rows["application_2_1"] == (utc(2017, 11, 5, 8, 50), utc(2017, 11, 5, 9, 10), utc(2017, 11, 5, 11, 0))
-    assert rows["application_2_2"] == (utc(2017, 11, 5, 8, 5), utc(2017, 11, 5, 8, 6), utc(2017, 11, 5, 8, 20))
+    rows = dict(
+        (r[0], r[1:])
+        for r in q(store_dir, "SELECT job_id, submit_time, first_start, last_end FROM jobs")
+    )
+    assert rows["application_2_1"] == (
+        utc(2017, 11, 5, 8, 50),
+        utc(2017, 11, 5, 9, 10),
+        utc(2017, 11, 5, 11, 0),
+    )
+    assert rows["application_2_2"] == (
+        utc(2017, 11, 5, 8, 5),
+        utc(2017, 11, 5, 8, 6),
+        utc(2017, 11, 5, 8, 20),
+    )
 
 
 # ---------------------------------------------------------------------------- util files
@@ -142,29 +202,59 @@ def test_gpu_util_trailing_comma_na_and_zone_suffixes(tmp_path: Path, store_dir:
     f = write_gpu_util(
         tmp_path / "cluster_gpu_util",
         [
-            gpu_row("2017-10-03 00:08:00 PDT", "m29", ["60.8", "99.366666667", "100.0", "63.333333333", "100.0", "100.0", "100.0", "100.0"]),
+            gpu_row(
+                "2017-10-03 00:08:00 PDT",
+                "m29",
+                [
+                    "60.8",
+                    "99.366666667",
+                    "100.0",
+                    "63.333333333",
+                    "100.0",
+                    "100.0",
+                    "100.0",
+                    "100.0",
+                ],
+            ),
             gpu_row("2017-11-05 01:08:00 PDT", "m1", ["1.5", "NA"]),  # gpu1 offline
             gpu_row("2017-11-05 01:08:00 PST", "m1", ["2.5", ""]),  # same wall clock, an hour later
         ],
     )
     r = ingest(f, "--store", store_dir)
     assert r.exit_code == 0, r.output
-    rows = q(store_dir, "SELECT time, machine_id, gpu_idx, util FROM gpu_util WHERE machine_id = 'm1' ORDER BY time")
+    rows = q(
+        store_dir,
+        "SELECT time, machine_id, gpu_idx, util FROM gpu_util WHERE machine_id = 'm1' ORDER BY time",
+    )
     assert rows == [(utc(2017, 11, 5, 8, 8), "m1", 0, 1.5), (utc(2017, 11, 5, 9, 8), "m1", 0, 2.5)]
-    assert q(store_dir, "SELECT count(*), min(util), max(util) FROM gpu_util WHERE machine_id = 'm29'")[0][0] == 8
-    assert q(store_dir, "SELECT num_gpus, observed_num_gpus FROM machines WHERE machine_id = 'm29'") == [(8, 8)]
+    assert (
+        q(
+            store_dir,
+            "SELECT count(*), min(util), max(util) FROM gpu_util WHERE machine_id = 'm29'",
+        )[0][0]
+        == 8
+    )
+    assert q(
+        store_dir, "SELECT num_gpus, observed_num_gpus FROM machines WHERE machine_id = 'm29'"
+    ) == [(8, 8)]
     assert q(store_dir, "SELECT count(*) FROM rejects") == [(0,)]
 
 
 def test_cpu_and_mem_util(tmp_path: Path, store_dir: Path) -> None:
-    (tmp_path / "cpu").write_text("time,machine_id,cpu_util\n2017-11-27 00:04:00 PST,m29,31.845\n2017-11-27 00:05:00 PST,m29,NA\n")
+    (tmp_path / "cpu").write_text(
+        "time,machine_id,cpu_util\n2017-11-27 00:04:00 PST,m29,31.845\n2017-11-27 00:05:00 PST,m29,NA\n"
+    )
     (tmp_path / "mem").write_text(
         "time,machine_id,mem_total,mem_free\n2017-10-03 00:06:00 PDT,m29,528272672.0,2030730.6667\n"
         "2017-10-03 00:07:00 PDT,m29,0,0\n2017-10-03 00:08:00 PDT,m29,NA,NA\n"
     )
     assert ingest(tmp_path / "cpu", tmp_path / "mem", "--store", store_dir).exit_code == 0
-    assert q(store_dir, "SELECT time, machine_id, util FROM cpu_util") == [(utc(2017, 11, 27, 8, 4), "m29", pytest.approx(31.845))]
-    assert q(store_dir, "SELECT time, mem_total, mem_free FROM mem_util") == [(utc(2017, 10, 3, 7, 6), 528272672.0, 2030730.6667)]
+    assert q(store_dir, "SELECT time, machine_id, util FROM cpu_util") == [
+        (utc(2017, 11, 27, 8, 4), "m29", pytest.approx(31.845))
+    ]
+    assert q(store_dir, "SELECT time, mem_total, mem_free FROM mem_util") == [
+        (utc(2017, 10, 3, 7, 6), 528272672.0, 2030730.6667)
+    ]
 
 
 # ---------------------------------------------------------------------------- containers
@@ -173,15 +263,37 @@ def _five_files(d: Path) -> Path:
     write_machine_list(d / "cluster_machine_list", [("m1", 8, "24GB"), ("m2", 2, "12GB")])
     write_job_log(
         d / "cluster_job_log",
-        [job("application_3_1", "2017-10-01 10:00:00", [attempt("2017-10-01 10:01:00", "2017-10-01 10:03:00", {"m1": [0, 1]})])],
+        [
+            job(
+                "application_3_1",
+                "2017-10-01 10:00:00",
+                [attempt("2017-10-01 10:01:00", "2017-10-01 10:03:00", {"m1": [0, 1]})],
+            )
+        ],
     )
-    write_gpu_util(d / "cluster_gpu_util", [gpu_row("2017-10-01 10:01:00 PDT", "m1", ["50"] * 8), gpu_row("2017-10-01 10:01:00 PDT", "m2", ["5", "6"])])
+    write_gpu_util(
+        d / "cluster_gpu_util",
+        [
+            gpu_row("2017-10-01 10:01:00 PDT", "m1", ["50"] * 8),
+            gpu_row("2017-10-01 10:01:00 PDT", "m2", ["5", "6"]),
+        ],
+    )
     (d / "cluster_cpu_util").write_text("time,machine_id,cpu_util\n2017-10-01 10:01:00 PDT,m1,20\n")
-    (d / "cluster_mem_util").write_text("time,machine_id,mem_total,mem_free\n2017-10-01 10:01:00 PDT,m1,100,50\n")
+    (d / "cluster_mem_util").write_text(
+        "time,machine_id,mem_total,mem_free\n2017-10-01 10:01:00 PDT,m1,100,50\n"
+    )
     return d
 
 
-EXPECTED_COUNTS = {"machines": 2, "jobs": 1, "attempts": 1, "placements": 2, "gpu_util": 10, "cpu_util": 1, "mem_util": 1}
+EXPECTED_COUNTS = {
+    "machines": 2,
+    "jobs": 1,
+    "attempts": 1,
+    "placements": 2,
+    "gpu_util": 10,
+    "cpu_util": 1,
+    "mem_util": 1,
+}
 
 
 def _counts(store: Path) -> dict[str, int]:
@@ -196,7 +308,13 @@ def test_detection_by_content_not_name(tmp_path: Path, store_dir: Path) -> None:
     assert r.exit_code == 0, r.output
     assert _counts(store_dir) == EXPECTED_COUNTS
     formats = {row[0] for row in q(store_dir, "SELECT format FROM ingest_log")}
-    assert formats == {"philly_machine_list", "philly_job_log", "philly_gpu_util", "philly_cpu_util", "philly_mem_util"}
+    assert formats == {
+        "philly_machine_list",
+        "philly_job_log",
+        "philly_gpu_util",
+        "philly_cpu_util",
+        "philly_mem_util",
+    }
 
 
 def test_gz_files_and_streamed_tar_gz(tmp_path: Path) -> None:
@@ -244,14 +362,24 @@ def test_reingest_changes_nothing_and_replace_rereads(tmp_path: Path, store_dir:
     assert [s for s, _ in log2] == [s for s, _ in log1]
     assert all(b1 != b2 for (_, b1), (_, b2) in zip(log1, log2, strict=True))
     # Old files were deleted: only the live ones remain on disk.
-    on_disk = sorted(str(p.relative_to(store_dir)) for p in (store_dir / "parquet").rglob("*.parquet"))
+    on_disk = sorted(
+        str(p.relative_to(store_dir)) for p in (store_dir / "parquet").rglob("*.parquet")
+    )
     assert on_disk == sorted(r[0] for r in q(store_dir, "SELECT path FROM _files"))
 
 
 def test_changed_file_replaces_its_previous_version(tmp_path: Path, store_dir: Path) -> None:
-    f = write_job_log(tmp_path / "cluster_job_log", [job("application_4_1", "2017-10-01 10:00:00", [])])
+    f = write_job_log(
+        tmp_path / "cluster_job_log", [job("application_4_1", "2017-10-01 10:00:00", [])]
+    )
     assert ingest(f, "--store", store_dir).exit_code == 0
-    write_job_log(f, [job("application_4_1", "2017-10-01 10:00:00", []), job("application_4_2", "2017-10-01 11:00:00", [])])
+    write_job_log(
+        f,
+        [
+            job("application_4_1", "2017-10-01 10:00:00", []),
+            job("application_4_2", "2017-10-01 11:00:00", []),
+        ],
+    )
     assert ingest(f, "--store", store_dir).exit_code == 0
     assert q(store_dir, "SELECT count(*) FROM jobs_all") == [(2,)]
     assert q(store_dir, "SELECT count(*) FROM ingest_log") == [(1,)]
@@ -259,7 +387,10 @@ def test_changed_file_replaces_its_previous_version(tmp_path: Path, store_dir: P
 
 # ---------------------------------------------------------------------------- bad input
 def test_truncated_json_keeps_jobs_read_before(tmp_path: Path, store_dir: Path) -> None:
-    f = write_job_log(tmp_path / "cluster_job_log", [job(f"application_5_{i}", "2017-10-01 10:00:00", []) for i in range(3)])
+    f = write_job_log(
+        tmp_path / "cluster_job_log",
+        [job(f"application_5_{i}", "2017-10-01 10:00:00", []) for i in range(3)],
+    )
     text = f.read_text()
     f.write_text(text[: text.rindex('{"status"') + 40])  # cut inside the third job (line 3)
     r = ingest(f, "--store", store_dir)
@@ -267,7 +398,10 @@ def test_truncated_json_keeps_jobs_read_before(tmp_path: Path, store_dir: Path) 
     assert "Traceback" not in r.output + r.stderr
     err = r.stderr.strip().splitlines()[-1]
     assert err.startswith("error: ") and f"{f}:3: truncated JSON" in err
-    assert q(store_dir, "SELECT job_id FROM jobs ORDER BY 1") == [("application_5_0",), ("application_5_1",)]
+    assert q(store_dir, "SELECT job_id FROM jobs ORDER BY 1") == [
+        ("application_5_0",),
+        ("application_5_1",),
+    ]
     assert q(store_dir, "SELECT line_no FROM rejects") == [(3,)]
 
 
@@ -292,19 +426,31 @@ def test_bad_rows_go_to_rejects_with_line_numbers(tmp_path: Path, store_dir: Pat
 
     jl = write_job_log(
         tmp_path / "cluster_job_log",
-        [job("application_6_1", "2017-10-01 10:00:00", []), job("application_6_2", "yesterday", []), job("application_6_3", "2017-10-01 10:00:00", [])],
+        [
+            job("application_6_1", "2017-10-01 10:00:00", []),
+            job("application_6_2", "yesterday", []),
+            job("application_6_3", "2017-10-01 10:00:00", []),
+        ],
     )
     r = ingest(jl, "--store", store_dir)
     assert r.exit_code == 0 and "1 rejected" in r.stderr
-    assert q(store_dir, "SELECT line_no, reason FROM rejects WHERE source LIKE '%job_log'") == [(2, "unparsable time 'yesterday' in submitted_time")]
+    assert q(store_dir, "SELECT line_no, reason FROM rejects WHERE source LIKE '%job_log'") == [
+        (2, "unparsable time 'yesterday' in submitted_time")
+    ]
     assert q(store_dir, "SELECT count(*) FROM jobs") == [(2,)]
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(b"", "empty file"), (bytes(range(256)) * 10, "binary file"), (b"hello, world\nthis is not a trace\n", "unrecognised format")],
+    [
+        (b"", "empty file"),
+        (bytes(range(256)) * 10, "binary file"),
+        (b"hello, world\nthis is not a trace\n", "unrecognised format"),
+    ],
 )
-def test_unreadable_files_fail_clearly(tmp_path: Path, store_dir: Path, content: bytes, message: str) -> None:
+def test_unreadable_files_fail_clearly(
+    tmp_path: Path, store_dir: Path, content: bytes, message: str
+) -> None:
     f = tmp_path / "input"
     f.write_bytes(content)
     r = ingest(f, "--store", store_dir)
@@ -336,7 +482,9 @@ def test_json_summary_on_stdout_and_help_example(tmp_path: Path, store_dir: Path
     assert "Examples:" in h.output and "philly-analyze ingest" in h.output
 
 
-def test_store_is_queryable_from_anywhere_and_after_a_move(tmp_path: Path, store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store_is_queryable_from_anywhere_and_after_a_move(
+    tmp_path: Path, store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     d = _five_files(tmp_path / "t")
     assert ingest(d, "--store", store_dir).exit_code == 0
     monkeypatch.chdir(tmp_path)

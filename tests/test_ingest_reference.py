@@ -34,9 +34,18 @@ def _random_trace(seed: int, n: int) -> list[dict]:
             n_machines = rng.choice([1, 1, 2, 4])
             per = rng.choice([1, 2, 4, 8]) if n_machines == 1 else 8
             detail = {f"m{rng.randrange(500)}_{k}": list(range(per)) for k in range(n_machines)}
-            atts.append(attempt(start.strftime("%Y-%m-%d %H:%M:%S"), t.strftime("%Y-%m-%d %H:%M:%S"), detail))
+            atts.append(
+                attempt(
+                    start.strftime("%Y-%m-%d %H:%M:%S"), t.strftime("%Y-%m-%d %H:%M:%S"), detail
+                )
+            )
         jobs.append(
-            job(f"application_{seed}_{i}", submit.strftime("%Y-%m-%d %H:%M:%S"), atts, rng.choice(["Pass", "Killed", "Failed"]))
+            job(
+                f"application_{seed}_{i}",
+                submit.strftime("%Y-%m-%d %H:%M:%S"),
+                atts,
+                rng.choice(["Pass", "Killed", "Failed"]),
+            )
         )
     return jobs
 
@@ -47,7 +56,9 @@ def _utc(s: str) -> dt.datetime:
 
 def _in_fall_back_hour(s: str) -> bool:
     naive = dt.datetime.strptime(s, "%Y-%m-%d %H:%M:%S")
-    return naive.replace(tzinfo=LA, fold=0).utcoffset() != naive.replace(tzinfo=LA, fold=1).utcoffset()
+    return (
+        naive.replace(tzinfo=LA, fold=0).utcoffset() != naive.replace(tzinfo=LA, fold=1).utcoffset()
+    )
 
 
 def _expected(j: dict) -> tuple:
@@ -57,7 +68,11 @@ def _expected(j: dict) -> tuple:
     if not atts:
         return (num_gpus, None, None)
     first, last = _utc(atts[0]["start_time"]), _utc(atts[-1]["end_time"])
-    return (num_gpus, (first - _utc(j["submitted_time"])).total_seconds(), (last - first).total_seconds())
+    return (
+        num_gpus,
+        (first - _utc(j["submitted_time"])).total_seconds(),
+        (last - first).total_seconds(),
+    )
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -67,7 +82,10 @@ def test_derived_columns_match_official_definitions(tmp_path: Path, seed: int) -
         for j in _random_trace(seed, 400)
         if not any(
             _in_fall_back_hour(t)
-            for t in [j["submitted_time"], *(a[k] for a in j["attempts"] for k in ("start_time", "end_time"))]
+            for t in [
+                j["submitted_time"],
+                *(a[k] for a in j["attempts"] for k in ("start_time", "end_time")),
+            ]
         )
     ]
     f = write_job_log(tmp_path / "cluster_job_log", jobs)
@@ -75,7 +93,12 @@ def test_derived_columns_match_official_definitions(tmp_path: Path, seed: int) -
     r = CliRunner().invoke(main, ["ingest", str(f), "--store", str(store), "--quiet"])
     assert r.exit_code == 0, r.stderr
     con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
-    got = {row[0]: row[1:] for row in con.execute("SELECT job_id, num_gpus, queue_delay_s, run_time_s FROM jobs").fetchall()}
+    got = {
+        row[0]: row[1:]
+        for row in con.execute(
+            "SELECT job_id, num_gpus, queue_delay_s, run_time_s FROM jobs"
+        ).fetchall()
+    }
     assert len(got) == len(jobs)
     for j in jobs:
         assert got[j["jobid"]] == _expected(j), j["jobid"]
