@@ -5,7 +5,7 @@ Two inputs, generated once into bench-out/ (deterministic, seed 7):
   PyTorch progress, nvidia-smi noise, benign UCX/NCCL error lines and a failure at the end of
   half of them: the streaming path (8 MB chunks).
 - ``many``: 20,000 small attempt folders (``framework/<app>/attempt_<i>/stdout.txt`` and
-  ``stderr.txt``, ~4 KB each, ~160 MB in all): the batched path, where per-file cost matters.
+  ``stderr.txt``, ~2 KB each, ~80 MB in all): the batched path, where per-file cost matters.
 Each is ingested into a fresh store by the real CLI in a fresh process. Set
 PHILLY_BENCH_FW_SCALE (default 1.0) to shrink both for a quick run.
 """
