@@ -54,7 +54,9 @@ def busy_store(path: Path, jobs: int = 120) -> Path:
                 "job_id": ids,
                 "attempt_idx": pa.array([0] * jobs, pa.int32()),
                 "start_time": [T0 + timedelta(seconds=float(s)) for s in submit],
-                "end_time": [T0 + timedelta(seconds=float(s + d)) for s, d in zip(submit, dur)],
+                "end_time": [
+                    T0 + timedelta(seconds=float(s + d)) for s, d in zip(submit, dur, strict=True)
+                ],
                 "num_gpus": pa.array(gpus, pa.int32()),
                 "duration_s": dur,
                 "outcome": ["passed"] * jobs,
