@@ -162,6 +162,16 @@ def test_paper_scenario_through_the_registry() -> None:
     assert res.jobs.num_rows > 0 and res.placements.num_rows > 0
 
 
+def test_a_policy_that_runs_nothing_still_gives_tables() -> None:
+    """dedicated in the paper scenario: no training GPUs, so no job ever starts."""
+    from philly_analyze.sim.sharing.policy import run_scenario
+
+    res = run_scenario("dedicated", "paper", {"online_gpus": 16}, seed=0)
+    assert res.attempts.num_rows == 0 and res.placements.num_rows == 0
+    assert res.jobs.num_rows > 0 and res.metrics["jobs"] == 0
+    assert res.metrics["gpu_util_online"] == pytest.approx(0.25, abs=0.08)
+
+
 def test_bad_sharing_params_are_user_errors(tmp_path: Path) -> None:
     store = busy_store(tmp_path / "s", jobs=5)
     r = CliRunner().invoke(

@@ -173,7 +173,7 @@ def to_tables(
     running = outcome == "running"
     canon = np.where(outcome == "passed", "passed", np.where(running, "running", "killed"))
     machine_of, idx_of, machines = gpu_locations(res, cluster)
-    sizes = att["gpus"].map(len).to_numpy()
+    sizes = np.fromiter((len(g) for g in att["gpus"]), np.int64, len(att))
     flat = np.fromiter((g for gs in att["gpus"] for g in gs), np.int64, int(sizes.sum()))
     row = np.repeat(np.arange(len(att)), sizes)
     n_machines = [len({machine_of[g] for g in gs}) for gs in att["gpus"]]
@@ -283,7 +283,7 @@ class SharingPolicy(Policy):
             minutes = cfg.paper.minutes
             notes.append(
                 f"scenario paper: {cfg.cluster.online_gpus:,} online GPUs, {len(jobs):,} "
-                "synthetic offline jobs; the store's jobs and machines are not used"
+                "synthetic offline jobs (no store is used)"
             )
         else:
             jobs, origin = offline_frame(workload)

@@ -111,7 +111,7 @@ def _result(sim: SharingSim, horizon: float) -> SharingResult:
     att = pd.DataFrame(
         sim.attempts,
         columns=["job", "attempt_idx", "start_min", "end_min", "outcome", "kind", "gpus"],
-    )
+    ).astype({"job": np.int64, "attempt_idx": np.int64, "start_min": float, "end_min": float})
     G, n_ord, T = sim.G, sim.n_ord, max(acc.minutes, 1e-9)
     s = acc.sums
     per_online = max(G, 1) * T
