@@ -27,6 +27,27 @@ print(f"{len(jobs)} {time.process_time() - c0:.2f} {r.timing['solver_seconds']:.
 """
 
 
+CLI = """
+import io, contextlib, time
+from philly_analyze.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    main(["replay", "--policy", "muxflow", "--scenario", "paper", "--format", "json", "-q"],
+         standalone_mode=False)
+print(f"{time.process_time():.2f}")
+"""
+
+
+def _replay_has_scenario() -> bool:
+    """The replay CLI takes --scenario once the replay engine and the sharing model meet."""
+    import importlib.util
+
+    if importlib.util.find_spec("philly_analyze.sim.replay") is None:
+        return False
+    from philly_analyze.cli.replay import command
+
+    return any(p.name == "scenario" for p in command.params)
+
+
 def run() -> None:
     print(f"paper scenario: {GPUS:,} online GPUs, 1,440 one-minute steps")
     for policy in ("muxflow", "mps-naive", "dedicated"):
@@ -40,3 +61,14 @@ def run() -> None:
             f"memory {float(mem):.1%}, SLO-violating minutes {float(viol):.2%}",
             flush=True,
         )
+    if GPUS == 20000 and _replay_has_scenario():
+        load = os.getloadavg()[0]
+        secs, rss, out = python_measured(CLI)
+        print(
+            f"whole process `philly-analyze replay --policy muxflow --scenario paper`: "
+            f"{secs:.1f} s wall, {float(out.split()[-1]):.1f} s CPU, peak RSS {rss:.0f} MB, "
+            f"{os.cpu_count()} cores, load {load:.1f}",
+            flush=True,
+        )
+    else:
+        print("(replay --scenario not available here: run after the replay engine is merged)")
