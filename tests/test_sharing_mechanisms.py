@@ -301,3 +301,14 @@ def test_unknown_parameters_and_policies_are_user_errors() -> None:
         simulate_sharing(one_job(), tiny(), "gandiva")
     with pytest.raises(UserError, match="num_gpus"):
         simulate_sharing(pd.DataFrame({"job_id": ["a"]}), tiny())
+
+
+def test_slowdown_quantiles_from_the_histogram() -> None:
+    from philly_analyze.sim.sharing.results import Accumulator
+
+    acc = Accumulator(1, 0)
+    assert acc.slowdown_quantile(0.5) is None
+    # 90 minutes at slowdown 1.10 and 10 at 1.50: p50 is 1.10, p99 is 1.50 (to the bin, 0.1%).
+    acc.add_slowdowns(np.log(np.r_[np.full(90, 1.10), np.full(10, 1.50)]))
+    assert acc.slowdown_quantile(0.5) == pytest.approx(1.10, rel=2e-3)
+    assert acc.slowdown_quantile(0.99) == pytest.approx(1.50, rel=2e-3)

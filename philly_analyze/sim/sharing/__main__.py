@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import pandas as pd
+
+if TYPE_CHECKING:
+    from philly_analyze.sim.sharing.config import SharingConfig
 
 FORMATS = ("table", "md", "json")
 
@@ -49,7 +53,7 @@ def _markdown(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _cfg(model: Path | None, gpus: int | None):  # type: ignore[no-untyped-def]
+def _cfg(model: Path | None, gpus: int | None) -> SharingConfig:
     from philly_analyze.sim.sharing.config import SharingConfig
     from philly_analyze.sim.sharing.scenario import paper_config
 
@@ -67,7 +71,7 @@ fig_opt = click.option(
 )
 
 
-def common(f):  # type: ignore[no-untyped-def]
+def common(f: Callable[..., Any]) -> Callable[..., Any]:
     """The options every experiment takes: --gpus, --seed, --model, --format, --figures."""
     for opt in (fig_opt, fmt_opt, model_opt, seed_opt, gpus_opt):
         f = opt(f)

@@ -230,6 +230,7 @@ class SharingSim:
         return self._q_peak
 
     def step(self, t: float, dt: float) -> None:
+        """One step ``[t, t + dt)``: see the module docstring for the order."""
         cfg, fl, acc = self.cfg, self.fleet, self.acc
         t_end = t + dt
         self.ordinary_events(t, t_end)
@@ -285,7 +286,9 @@ class SharingSim:
             shared.match(self, t_end)
         self.record(t, dt, util, smact, mem, sigma, violate, up, occ)
 
-    def progress(self, occ: np.ndarray, j: np.ndarray, rate: np.ndarray, t: float, dt: float):
+    def progress(
+        self, occ: np.ndarray, j: np.ndarray, rate: np.ndarray, t: float, dt: float
+    ) -> None:
         """Advance shared jobs at the slowest worker's rate; finish those done in this step."""
         jobs, r = _job_min(j, rate, self.jobs.gpus)
         remaining = self.jobs.work[jobs] - self.j_done[jobs]
@@ -306,11 +309,24 @@ class SharingSim:
                 self.finish(jj, end_of[jj], "passed", "shared", g)
 
     def outage(self, gpus: np.ndarray, minutes: float, t: float) -> None:
+        """The online services on ``gpus`` are down for ``minutes`` from ``t``."""
         if len(gpus):
             self.g_down[gpus] = np.maximum(self.g_down[gpus], t + minutes)
             self.acc.outage_events += len(gpus)
 
-    def record(self, t, dt, util, smact, mem, sigma, violate, up, occ) -> None:
+    def record(
+        self,
+        t: float,
+        dt: float,
+        util: np.ndarray,
+        smact: np.ndarray,
+        mem: np.ndarray,
+        sigma: np.ndarray,
+        violate: np.ndarray,
+        up: np.ndarray,
+        occ: np.ndarray,
+    ) -> None:
+        """Add this step's cluster sums to the accumulator and a row to the time series."""
         acc, G, n_ord = self.acc, self.G, self.n_ord
         n_ord_busy = n_ord - len(self.free_ordinary)
         ou = os_ = om = 0.0
@@ -366,7 +382,9 @@ def _unique_jobs(j: np.ndarray, job_gpus: np.ndarray) -> np.ndarray:
     return np.concatenate([j[single], np.unique(j[~single])])
 
 
-def _job_min(j: np.ndarray, rate: np.ndarray, job_gpus: np.ndarray):
+def _job_min(
+    j: np.ndarray, rate: np.ndarray, job_gpus: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(distinct jobs, slowest rate over each job's GPUs) from per-GPU owners and rates."""
     single = job_gpus[j] == 1
     if single.all():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -14,7 +15,7 @@ from philly_analyze.sim.sharing.results import SharingResult
 COLORS = {"dedicated": "#7f7f7f", "muxflow": "#1f77b4", "mps-naive": "#d62728"}
 
 
-def _plt():  # type: ignore[no-untyped-def]
+def _plt() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
