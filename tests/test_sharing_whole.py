@@ -152,3 +152,19 @@ def test_forecast_peak_is_the_max_of_the_diurnal_curve_over_the_window() -> None
             dense = fleet.base_load(t + np.linspace(0, horizon, 4001)[:, None]).max(axis=0)
             expect = dense + 2 * fleet.noise_sigma
             np.testing.assert_allclose(fleet.forecast_peak(t, horizon), expect, atol=1e-6)
+
+
+def test_saved_outputs_round_trip_and_draw(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from philly_analyze.sim.sharing.figures import plot_saved
+    from philly_analyze.sim.sharing.results import SharingOutput
+
+    cfg = paper_config(gpus=30)
+    res = simulate_sharing(paper_jobs(cfg, seed=1), cfg, "muxflow", seed=1, minutes=180)
+    res.save(tmp_path / "muxflow")
+    back = SharingOutput.load(tmp_path / "muxflow")
+    assert back.metrics == res.metrics and back.policy == "muxflow"
+    np.testing.assert_array_equal(back.slowdown_hist, res.slowdown_hist)
+    pd.testing.assert_frame_equal(back.timeseries, res.timeseries)
+    paths = plot_saved({"muxflow": tmp_path / "muxflow", "philly": tmp_path / "none"}, tmp_path)
+    assert [p.name for p in paths] == ["muxflow_day.png", "muxflow_slowdown.png"]
+    assert all(p.stat().st_size > 10_000 for p in paths)

@@ -1,6 +1,7 @@
 """Figures of sharing simulations (matplotlib, Agg backend): the day's utilization, SM activity
 and memory per policy, the online slowdown distribution, ablation bars and parameter sweeps.
-Each function writes one PNG and returns its path."""
+Each function writes one PNG and returns its path; ``plot_saved`` draws the first two from
+outputs saved next to replay stores (for the report)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from philly_analyze.sim.sharing.results import SharingResult
+from philly_analyze.sim.sharing.results import SAVED_JSON, SharingOutput
 
 COLORS = {"dedicated": "#7f7f7f", "muxflow": "#1f77b4", "mps-naive": "#d62728"}
 
@@ -25,7 +26,7 @@ def _plt() -> Any:
 
 
 def plot_day(
-    results: Mapping[str, SharingResult],
+    results: Mapping[str, SharingOutput],
     path: Path,
     paper: Mapping[str, Mapping[str, float]] | None = None,
 ) -> Path:
@@ -60,7 +61,7 @@ def plot_day(
     return path
 
 
-def plot_slowdown(results: Mapping[str, SharingResult], path: Path, slo: float = 1.2) -> Path:
+def plot_slowdown(results: Mapping[str, SharingOutput], path: Path, slo: float = 1.2) -> Path:
     """CDF of the online latency slowdown over shared GPU-minutes, per sharing policy."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -129,3 +130,17 @@ def plot_sweep(table: pd.DataFrame, param: str, path: Path, budget: float) -> Pa
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_saved(dirs: Mapping[str, Path], out_dir: Path) -> list[Path]:
+    """The day and slowdown figures from sharing outputs saved by ``SharingOutput.save`` (the
+    replay writes one into each sharing policy's output store). ``dirs`` maps a label (e.g. the
+    policy) to such a directory; those without ``sharing.json`` are skipped."""
+    outputs = {k: SharingOutput.load(d) for k, d in dirs.items() if (d / SAVED_JSON).exists()}
+    if not outputs:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [plot_day(outputs, out_dir / "muxflow_day.png")]
+    if any(o.slowdown_hist.sum() for o in outputs.values()):
+        paths.append(plot_slowdown(outputs, out_dir / "muxflow_slowdown.png"))
+    return paths

@@ -3,7 +3,9 @@ GPU-minute (histograms and sums, not samples)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +16,10 @@ from philly_analyze.sim.sharing.config import SharingConfig
 #: ln(slowdown) histogram: bins of 0.001 up to ln 20.
 LN_BIN = 0.001
 LN_BINS = int(np.log(20.0) / LN_BIN) + 2
+
+#: Files ``SharingOutput.save`` writes.
+SAVED_JSON = "sharing.json"
+SAVED_TIMESERIES = "sharing_timeseries.parquet"
 
 #: Eviction reasons (also attempt outcomes in ``SharingResult.attempts``).
 EVICTION_REASONS = (
@@ -75,27 +81,18 @@ TIMESERIES_COLUMNS = (
 )
 
 
-@dataclass
-class SharingResult:
-    """Outcome of ``simulate_sharing``.
+@dataclass(kw_only=True)
+class SharingOutput:
+    """What figures and reports need of a sharing run; saved next to a replay's output store.
 
     ``metrics``: flat dict of the issue's outputs (see ``docs/muxflow.md`` for each key).
     ``timeseries``: one row per step with the cluster means (``TIMESERIES_COLUMNS``).
-    ``jobs``: one row per offline job (minutes from the origin; NaN if it never started/ended).
-    ``attempts``: one row per placement of a job: start, end, outcome (``passed``, an eviction
-    reason, or ``running`` at the horizon), kind (``shared``/``ordinary``), global GPU ids
-    (online GPUs are ``0..online_gpus-1``, ordinary ones follow)."""
+    ``slowdown_hist``: counts of ln(slowdown) over shared online GPU-minutes, bins of
+    ``LN_BIN``."""
 
     policy: str
     metrics: dict[str, Any]
     timeseries: pd.DataFrame
-    jobs: pd.DataFrame
-    attempts: pd.DataFrame
-    config: SharingConfig
-    origin: pd.Timestamp | None = None
-    #: Wall-clock figures (not deterministic, so not in ``metrics``): seconds, solver_seconds.
-    timing: dict[str, Any] = field(default_factory=dict)
-    #: Histogram of ln(slowdown) over shared online GPU-minutes: counts per bin of ``LN_BIN``.
     slowdown_hist: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def slowdown_cdf(self) -> tuple[np.ndarray, np.ndarray]:
@@ -108,7 +105,7 @@ class SharingResult:
         return x, np.cumsum(h[:last]) / h.sum()
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: metrics, the hourly time series and the timing figures."""
+        """JSON-ready: policy, metrics and the hourly means of the time series."""
         ts = self.timeseries
         hourly = ts.groupby((ts["minute"] // 60).astype(int)).mean(numeric_only=True)
         return {
@@ -117,9 +114,52 @@ class SharingResult:
             "hourly": hourly.round(4).reset_index(drop=True).to_dict(orient="list"),
         }
 
-    def summary_rows(self) -> list[tuple[str, Any]]:
-        """(metric, value) pairs in display order."""
-        return list(self.metrics.items())
+    def save(self, directory: Path) -> None:
+        """Write ``sharing.json`` and ``sharing_timeseries.parquet`` into ``directory``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        nz = np.flatnonzero(self.slowdown_hist)
+        doc = {
+            "policy": self.policy,
+            "metrics": self.metrics,
+            "slowdown_hist": {
+                "bin": LN_BIN,
+                "index": nz.tolist(),
+                "count": self.slowdown_hist[nz].tolist(),
+            },
+        }
+        (directory / SAVED_JSON).write_text(json.dumps(doc, indent=1) + "\n")
+        self.timeseries.to_parquet(directory / SAVED_TIMESERIES, index=False)
+
+    @classmethod
+    def load(cls, directory: Path) -> SharingOutput:
+        """Read what ``save`` wrote."""
+        doc = json.loads((directory / SAVED_JSON).read_text())
+        hist = np.zeros(LN_BINS, np.int64)
+        h = doc["slowdown_hist"]
+        hist[np.asarray(h["index"], np.int64)] = np.asarray(h["count"], np.int64)
+        return cls(
+            policy=doc["policy"],
+            metrics=doc["metrics"],
+            timeseries=pd.read_parquet(directory / SAVED_TIMESERIES),
+            slowdown_hist=hist,
+        )
+
+
+@dataclass(kw_only=True)
+class SharingResult(SharingOutput):
+    """Outcome of ``simulate_sharing``: a ``SharingOutput`` plus the schedule.
+
+    ``jobs``: one row per offline job (minutes from the origin; NaN if it never started/ended).
+    ``attempts``: one row per placement of a job: start, end, outcome (``passed``, an eviction
+    reason, or ``running`` at the horizon), kind (``shared``/``ordinary``), global GPU ids
+    (online GPUs are ``0..online_gpus-1``, ordinary ones follow)."""
+
+    jobs: pd.DataFrame
+    attempts: pd.DataFrame
+    config: SharingConfig
+    origin: pd.Timestamp | None = None
+    #: Wall-clock figures (not deterministic, so not in ``metrics``): seconds, solver_seconds.
+    timing: dict[str, Any] = field(default_factory=dict)
 
 
 def _pct(x: np.ndarray, q: float) -> float | None:
