@@ -182,3 +182,36 @@ def test_bad_sharing_params_are_user_errors(tmp_path: Path) -> None:
         main, ["replay", "--store", str(store), "--policy", "muxflow", "--param", "scenario=x"]
     )
     assert r.exit_code == 1 and "unknown scenario" in r.output
+
+
+def test_replay_scenario_paper_from_the_cli(tmp_path: Path) -> None:
+    from philly_analyze.cli.replay import command
+
+    if not any(p.name == "scenario" for p in command.params):
+        pytest.skip("this replay CLI has no --scenario option")
+    r = run(
+        "replay",
+        "--policy",
+        "dedicated,muxflow",
+        "--scenario",
+        "paper",
+        "--param",
+        "online_gpus=50",
+        "--format",
+        "json",
+        "--out",
+        str(tmp_path / "o"),
+        "-q",
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    res = {x["policy"]: x["metrics"] for x in doc["results"]}
+    assert res["dedicated"]["online_gpus"] == res["muxflow"]["online_gpus"] == 50
+    assert res["muxflow"]["gpu_util_online"] > res["dedicated"]["gpu_util_online"] + 0.3
+    assert doc["cluster"] == {"machines": 7, "gpus": 50}  # online-00000..06, the last has 2
+    assert (tmp_path / "o" / "muxflow" / "sharing.json").exists()
+    with Store(tmp_path / "o" / "muxflow", read_only=True) as st:
+        assert st.df("SELECT count(*) AS n FROM attempts")["n"][0] == res["muxflow"]["attempts"]
+    # A queue policy cannot run a scenario.
+    r = CliRunner().invoke(main, ["replay", "--policy", "philly", "--scenario", "paper"])
+    assert r.exit_code == 1 and "needs a sharing policy" in r.output
