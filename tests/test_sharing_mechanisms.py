@@ -312,3 +312,14 @@ def test_slowdown_quantiles_from_the_histogram() -> None:
     acc.add_slowdowns(np.log(np.r_[np.full(90, 1.10), np.full(10, 1.50)]))
     assert acc.slowdown_quantile(0.5) == pytest.approx(1.10, rel=2e-3)
     assert acc.slowdown_quantile(0.99) == pytest.approx(1.50, rel=2e-3)
+
+
+def test_docs_parameter_table_is_fresh() -> None:
+    """docs/muxflow.md embeds the table generated from the model file, unchanged."""
+    from pathlib import Path
+
+    from philly_analyze.sim.sharing.config import parameters_markdown
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "muxflow.md").read_text()
+    assert parameters_markdown() in doc
+    assert "NOT FOUND" in parameters_markdown()

@@ -273,3 +273,29 @@ def _build(raw: dict[str, Any], source: str) -> SharingConfig:
     if abs(total - 1.0) > 1e-6:
         raise UserError(f"online service shares sum to {total:g}, not 1", source=source)
     return cfg
+
+
+def parameters_markdown(text: str | None = None) -> str:
+    """The markdown table of every scalar parameter of the model file with the comment that
+    documents it (docs/muxflow.md embeds it; a test keeps the two equal)."""
+    if text is None:
+        text = resources.files("philly_analyze").joinpath("data", MODEL_FILE).read_text()
+    rows: list[list[str]] = []
+    section = ""
+    for line in text.splitlines():
+        head = re.match(r"^\[\[?([\w.]+)\]\]?", line)
+        if head:
+            section = head.group(1)
+            continue
+        if section == "online.services":
+            continue
+        m = re.match(r"^(\w+)\s*=\s*([^#]+?)\s*(?:#\s*(.*))?$", line)
+        if m and not m.group(1).startswith("paper_"):
+            rows.append([f"{section}.{m.group(1)}", m.group(2), (m.group(3) or "").strip()])
+            continue
+        more = re.match(r"^\s+#\s*(.*)$", line)
+        if more and rows:
+            rows[-1][2] += " " + more.group(1).strip()
+    out = ["| parameter | default | meaning and source |", "|---|---|---|"]
+    out += [f"| `{k}` | {v} | {doc.replace('|', '/')} |" for k, v, doc in rows]
+    return "\n".join(out)
