@@ -114,7 +114,6 @@ class QueueEngine:
         self.used = [0] * nvc
         #: Smallest pending demand per VC (INF when its queue is empty).
         self.vc_min = [INF] * nvc
-        self.inv_quota = [1.0 / q if q else float("inf") for q in (self.quota or [])]
         #: pending[v][n]: deque of (ready, seq, job, attempt); empty deques are removed.
         self.pending: list[dict[int, deque[tuple[int, int, int, int]]]] = [
             {} for _ in range(nvc)
@@ -246,7 +245,6 @@ class QueueEngine:
             self._serve(0, now, None, set())
             return
         used = self.used
-        inv = self.inv_quota
         vmin = self.vc_min
         fs = self.fs
         free = fs.free_total
@@ -258,7 +256,7 @@ class QueueEngine:
                 if mn > quota[v] - used[v]:
                     over = True
                 else:
-                    order.append((used[v] * inv[v], v))
+                    order.append((used[v] / quota[v] if quota[v] else INF, v))
         if len(order) > 1:
             order.sort()
         blocked: set[tuple[int, int]] = set()
@@ -270,7 +268,9 @@ class QueueEngine:
         if not (over and self.cfg.borrow):
             return
         free = fs.free_total
-        order = [(used[v] * inv[v], v) for v, mn in enumerate(vmin) if mn <= free]
+        order = [
+            (used[v] / quota[v] if quota[v] else INF, v) for v, mn in enumerate(vmin) if mn <= free
+        ]
         if len(order) > 1:
             order.sort()
         for _, v in order:
