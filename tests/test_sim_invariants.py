@@ -24,9 +24,13 @@ def workloads(draw):
     for i in range(n):
         g = draw(st.sampled_from([1, 2, 4, 8, 16]).filter(lambda x: x <= total))
         durs = [draw(st.integers(1, 100)) * 1_000_000 for _ in range(draw(st.integers(1, 3)))]
-        outs = ["failed"] * (len(durs) - 1) + [draw(st.sampled_from(["passed", "killed", "failed"]))]
+        outs = ["failed"] * (len(durs) - 1) + [
+            draw(st.sampled_from(["passed", "killed", "failed"]))
+        ]
         jobs.append((f"j{i}", draw(st.integers(0, 100)) * 1_000_000, f"v{i % 3}", g, durs, outs))
-    wl = Workload.from_columns(*[list(x) for x in zip(*jobs, strict=True)][:5], outcomes=[j[5] for j in jobs])
+    wl = Workload.from_columns(
+        *[list(x) for x in zip(*jobs, strict=True)][:5], outcomes=[j[5] for j in jobs]
+    )
     return wl, cluster
 
 

@@ -31,11 +31,16 @@ def ref_place(free, size, rack, free_gpus, n, relaxed):
             k = servers_needed(n, largest)
             whole = (free == size) & (size == largest)
             racks = sorted(
-                (int(whole[rack == r].sum()), r) for r in np.unique(rack) if whole[rack == r].sum() >= k
+                (int(whole[rack == r].sum()), r)
+                for r in np.unique(rack)
+                if whole[rack == r].sum() >= k
             )
             r = racks[0][1]
             servers = np.flatnonzero(whole & (rack == r))[:k]
-            choice = [(int(s), largest if x < k - 1 else n - largest * (k - 1)) for x, s in enumerate(servers)]
+            choice = [
+                (int(s), largest if x < k - 1 else n - largest * (k - 1))
+                for x, s in enumerate(servers)
+            ]
     elif relaxed:
         order = sorted(np.flatnonzero(free > 0), key=lambda i: (-free[i], i))
         choice, left = [], n
@@ -133,7 +138,8 @@ def reference(wl: Workload, cluster: Cluster, cfg: EngineConfig, model: Slowdown
                 )
                 for v in vcs:
                     for p in sorted(
-                        [p for p in pending if vc[p["j"]] == v], key=lambda p: (p["ready"], p["seq"])
+                        [p for p in pending if vc[p["j"]] == v],
+                        key=lambda p: (p["ready"], p["seq"]),
                     ):
                         try_start(p, now, phase)
         if wait > 0:
@@ -163,9 +169,21 @@ def scenario(draw):
         n = draw(st.sampled_from([1, 1, 2, 3, 4, 8, 12, 16]).filter(lambda g: g <= total))
         nat = draw(st.integers(1, 3))
         durs = [draw(st.integers(1, 50)) * 1_000_000 for _ in range(nat)]
-        jobs.append((f"j{i:02d}", draw(st.integers(0, 60)) * 1_000_000, f"vc{draw(st.integers(0, nvc - 1))}", n, durs))
+        jobs.append(
+            (
+                f"j{i:02d}",
+                draw(st.integers(0, 60)) * 1_000_000,
+                f"vc{draw(st.integers(0, nvc - 1))}",
+                n,
+                durs,
+            )
+        )
     wl = Workload.from_columns(
-        [j[0] for j in jobs], [j[1] for j in jobs], [j[2] for j in jobs], [j[3] for j in jobs], [j[4] for j in jobs]
+        [j[0] for j in jobs],
+        [j[1] for j in jobs],
+        [j[2] for j in jobs],
+        [j[3] for j in jobs],
+        [j[4] for j in jobs],
     )
     mode = draw(st.sampled_from(["philly", "philly_noborrow", "fifo", "fifo_backfill", "relaxed"]))
     wait = 0 if mode == "relaxed" else draw(st.sampled_from([0, 5, 20])) * 1_000_000

@@ -153,8 +153,10 @@ def command(
     console = stderr_console()
     wl, cluster, q = load_inputs(store_path, racks, quotas)
     if len(wl) == 0:
-        raise UserError("has no jobs to replay (jobs need a submit time, GPUs and a duration)",
-                        source=store_path)
+        raise UserError(
+            "has no jobs to replay (jobs need a submit time, GPUs and a duration)",
+            source=store_path,
+        )
     if not quiet:
         console.print(
             f"replaying {len(wl):,} jobs on {cluster.num_machines:,} machines "

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,6 +61,8 @@ STATUS_MAP = {
 LAST_OUTCOME = {"passed": "passed", "killed": "killed", "unsuccessful": "failed"}
 GAVEL_WORKER = "p100"
 GAVEL_EPOCH = datetime(2017, 10, 1, tzinfo=UTC)
+#: Start of Gavel's throughputs JSON: {"k80": {"('ResNet-18 (batch size 16)', 1)": ...
+_THROUGHPUTS_RE = re.compile(r'\s*\{\s*"(k80|p100|v100)[a-z_]*"\s*:\s*\{\s*"\(\'')
 
 
 def _header_map(line: str) -> dict[str, int] | None:
@@ -123,7 +126,9 @@ def _write(
 @register
 class JobListCsv(Format):
     name = "job_list_csv"
-    description = "job list CSV (submit time, duration, GPUs[, VC, user, id]), e.g. Pollux's philly.csv"
+    description = (
+        "job list CSV (submit time, duration, GPUs[, VC, user, id]), e.g. Pollux's philly.csv"
+    )
 
     def sniff(self, name: str, head: bytes) -> bool:
         line = head.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
@@ -174,7 +179,7 @@ class _CsvSession:
                 rejected += 1
                 continue
 
-            def opt(key: str, row: list[str] = row) -> str | None:
+            def opt(key: str, row: list[str] = row, cols: dict[str, int] = cols) -> str | None:
                 i = cols.get(key)
                 v = row[i].strip() if i is not None and i < len(row) else ""
                 return v or None
@@ -218,7 +223,7 @@ class GavelTrace(Format):
     def sniff(self, name: str, head: bytes) -> bool:
         text = head[:4096].decode("utf-8", "replace")
         if text.lstrip().startswith("{"):
-            return f'"{GAVEL_WORKER}"' in text and "('" in text
+            return _THROUGHPUTS_RE.match(text) is not None
         return _is_gavel_line(text.split("\n", 1)[0])
 
     def session(self, batch: Batch, ctx: IngestContext) -> _GavelSession:
@@ -255,7 +260,9 @@ class _GavelSession:
             try:
                 data: Any = json.loads(f.read())
             except json.JSONDecodeError as e:
-                raise InputFormatError(f"invalid JSON: {e.msg}", source=source.name, line=e.lineno) from None
+                raise InputFormatError(
+                    f"invalid JSON: {e.msg}", source=source.name, line=e.lineno
+                ) from None
         if GAVEL_WORKER not in data:
             raise InputFormatError(f"no {GAVEL_WORKER!r} throughputs", source=source.name)
         table: dict[tuple[str, int], float] = {}

@@ -93,7 +93,9 @@ class Cluster:
         return cls(ids, g, rack.astype(np.int64), names)
 
     @classmethod
-    def from_counts(cls, shape: Mapping[int, int] | None = None, racks: int | None = None) -> Cluster:
+    def from_counts(
+        cls, shape: Mapping[int, int] | None = None, racks: int | None = None
+    ) -> Cluster:
         """A cluster of ``{gpus_per_server: servers}``; default Philly's 321x2 + 231x8
         (2,490 GPUs, the public ``cluster_machine_list``)."""
         shape = dict(shape or {2: 321, 8: 231})

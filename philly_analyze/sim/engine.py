@@ -89,7 +89,10 @@ def intrinsic_durations(wl: Workload, model: SlowdownModel) -> np.ndarray:
         return wl.att_dur_us.copy()
     n = np.repeat(wl.num_gpus, wl.num_attempts)
     f = np.array(
-        [model.factor(int(g), int(s)) if s > 0 else 1.0 for g, s in zip(n, wl.att_servers, strict=True)]
+        [
+            model.factor(int(g), int(s)) if s > 0 else 1.0
+            for g, s in zip(n, wl.att_servers, strict=True)
+        ]
     )
     return np.round(dur / f).astype(np.int64)
 
@@ -115,9 +118,7 @@ class QueueEngine:
         #: Smallest pending demand per VC (INF when its queue is empty).
         self.vc_min = [INF] * nvc
         #: pending[v][n]: deque of (ready, seq, job, attempt); empty deques are removed.
-        self.pending: list[dict[int, deque[tuple[int, int, int, int]]]] = [
-            {} for _ in range(nvc)
-        ]
+        self.pending: list[dict[int, deque[tuple[int, int, int, int]]]] = [{} for _ in range(nvc)]
         self.npending = 0
         self.pending_by_n: dict[int, int] = {}
         self.heap: list[tuple[int, int, int, int, int]] = []
@@ -197,7 +198,7 @@ class QueueEngine:
         return self.trace
 
     def _enqueue(self, item: tuple[int, int, int, int]) -> None:
-        ready, _, j, _ = item
+        j = item[2]
         n = self.gpus[j]
         cls = self.pending[self.vc[j]]
         q = cls.get(n)

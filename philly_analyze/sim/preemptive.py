@@ -106,10 +106,9 @@ class PreemptiveEngine:
                 _, kind, _, j, ver = heapq.heappop(heap)
                 if kind == READY:
                     self._ready(j, now)
-                elif ver == self.version[j] and j in self.running:
-                    if kind == END:
-                        self._end(j, now)
-                    # DEMOTE needs nothing but the reschedule below.
+                elif kind == END and ver == self.version[j] and j in self.running:
+                    self._end(j, now)
+                # A DEMOTE needs nothing but the reschedule below.
             while ai < nj and self.submit[ai] == now:
                 self.k[ai] = 0
                 self.rem[ai] = self.intr[self.ptr[ai]]
@@ -196,9 +195,7 @@ class PreemptiveEngine:
         racks = len({self.fs.rack[m] for m, _ in pl})
         f = self.model.factor(n, len(pl), racks) if len(pl) > 1 else 1.0
         end = now + round(self.rem[j] * f)
-        row = self.trace.record_start(
-            j, self.k[j], self.ready_at[j], now, end, pl, self.rem[j]
-        )
+        row = self.trace.record_start(j, self.k[j], self.ready_at[j], now, end, pl, self.rem[j])
         self.running[j] = (row, pl, now, f)
         self.version[j] += 1
         self._push(end, END, j)

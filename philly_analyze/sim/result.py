@@ -99,14 +99,18 @@ def build_result(
     order = np.lexsort((start, job))
     sj = job[order]
     first_of = np.r_[True, sj[1:] != sj[:-1]] if nrow else np.zeros(0, bool)
-    group_start = np.maximum.accumulate(np.where(first_of, np.arange(nrow), 0)) if nrow else first_of
+    group_start = (
+        np.maximum.accumulate(np.where(first_of, np.arange(nrow), 0)) if nrow else first_of
+    )
     att_idx = np.empty(nrow, np.int64)
     att_idx[order] = np.arange(nrow) - group_start
     ids = wl.job_ids
     gpus = wl.num_gpus[job]
     outcome_codes = np.asarray(trace.outcome, dtype=np.int64)
     outcome_names = np.array([*schemas.ATTEMPT_OUTCOMES, None], dtype=object)
-    outcome = outcome_names[np.where(outcome_codes < 0, len(schemas.ATTEMPT_OUTCOMES), outcome_codes)]
+    outcome = outcome_names[
+        np.where(outcome_codes < 0, len(schemas.ATTEMPT_OUTCOMES), outcome_codes)
+    ]
     preempted = np.asarray(trace.preempted, dtype=bool)
     outcome[preempted] = "killed"
     attempts = schemas.conform(

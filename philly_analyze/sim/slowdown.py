@@ -15,6 +15,7 @@ intrinsic run time, and multiplies by the slowdown of the replayed placement.
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 from dataclasses import dataclass, field
 from importlib import resources
@@ -38,7 +39,7 @@ def load_curves() -> dict[str, list[tuple[float, float]]]:
 def _interp(points: list[tuple[float, float]], spread: float) -> float:
     if spread <= points[0][0]:
         return points[0][1]
-    for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
+    for (x0, y0), (x1, y1) in itertools.pairwise(points):
         if spread <= x1:
             f = (math.log2(spread) - math.log2(x0)) / (math.log2(x1) - math.log2(x0))
             return y0 + f * (y1 - y0)

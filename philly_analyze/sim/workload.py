@@ -117,11 +117,7 @@ class Workload:
             oc = [FAILED if k < c - 1 else -1 for c in counts for k in range(c)]
         else:
             oc = [OUTCOME_CODE.get(o, -1) if o else -1 for i in order for o in outcomes[i]]
-        srv = (
-            [s or 0 for i in order for s in servers[i]]
-            if servers is not None
-            else [0] * len(dur)
-        )
+        srv = [s or 0 for i in order for s in servers[i]] if servers is not None else [0] * len(dur)
         obs = (
             [cls.MISSING if obs_start_us[i] is None else obs_start_us[i] for i in order]
             if obs_start_us is not None
@@ -232,7 +228,9 @@ class Workload:
 
 def _codes(values: Sequence[Any], fill: str | None) -> tuple[np.ndarray, tuple[str, ...]]:
     """Dense int codes in sorted-name order; None becomes ``fill`` (or code -1)."""
-    vals = [fill if (v is None or (isinstance(v, float) and np.isnan(v))) else str(v) for v in values]
+    vals = [
+        fill if (v is None or (isinstance(v, float) and np.isnan(v))) else str(v) for v in values
+    ]
     names = tuple(sorted({v for v in vals if v is not None}))
     idx = {nm: i for i, nm in enumerate(names)}
     return np.asarray([idx[v] if v is not None else -1 for v in vals], dtype=np.int64), names

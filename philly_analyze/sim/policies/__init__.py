@@ -159,8 +159,7 @@ def get_policy(name: str) -> Policy:
         if name in SHARING_POLICIES and not present:
             raise UserError(
                 f"policy {name!r} needs the GPU-sharing simulator ({SHARING_MODULE}), which "
-                "this installation does not have; the queue policies are: "
-                + ", ".join(POLICIES)
+                "this installation does not have; the queue policies are: " + ", ".join(POLICIES)
             )
     if name not in POLICIES:
         raise UserError(f"unknown policy {name!r}; choose from {', '.join(policy_names())}")

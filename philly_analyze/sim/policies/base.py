@@ -49,7 +49,9 @@ class EnginePolicy(Policy):
         cfg.max_retries = params["max_retries"]
         cfg.retry_delay_us = round(params["retry_delay_s"] * US)
         t0 = time.perf_counter()
-        trace = QueueEngine(workload, FreeState(cluster), cfg, slowdown_model(cluster, params)).run()
+        trace = QueueEngine(
+            workload, FreeState(cluster), cfg, slowdown_model(cluster, params)
+        ).run()
         secs = time.perf_counter() - t0
         notes = list(workload.notes)
         if trace.unscheduled:

@@ -52,7 +52,10 @@ class Philly(EnginePolicy):
 class Relaxed(Philly):
     name = "relaxed"
     description = "philly without the locality constraint (any free GPUs, fewest servers first)"
-    params = (Param("borrow", bool, True, "VCs beyond their quota may use idle GPUs"), *COMMON_PARAMS)
+    params = (
+        Param("borrow", bool, True, "VCs beyond their quota may use idle GPUs"),
+        *COMMON_PARAMS,
+    )
 
     def _wait(self, params: Mapping[str, Any]) -> float:
         return 0.0

@@ -34,9 +34,7 @@ class PreemptivePolicy(Policy):
         cfg.max_retries = params["max_retries"]
         cfg.retry_delay_us = round(params["retry_delay_s"] * US)
         t0 = time.perf_counter()
-        eng = PreemptiveEngine(
-            workload, FreeState(cluster), cfg, slowdown_model(cluster, params)
-        )
+        eng = PreemptiveEngine(workload, FreeState(cluster), cfg, slowdown_model(cluster, params))
         trace = eng.run()
         secs = time.perf_counter() - t0
         res = build_result(

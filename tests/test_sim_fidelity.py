@@ -1,0 +1,72 @@
+"""Fidelity: a schedule written as a store and replayed with the same settings comes back
+identical; on observed data the replay reports its median absolute queueing-delay error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from _sim_data import observed_store
+
+from philly_analyze.sim import Cluster, Workload, run_replay, simulate, write_result_store
+
+
+def busy_workload(n: int = 400, seed: int = 3) -> Workload:
+    rng = np.random.default_rng(seed)
+    return Workload.from_columns(
+        [f"job{i:04d}" for i in range(n)],
+        (1_500_000_000_000_000 + np.sort(rng.integers(0, 4 * 3600, n)) * 1_000_000).tolist(),
+        rng.choice(["vc1", "vc2", "vc3"], n).tolist(),
+        rng.choice([1, 1, 2, 4, 8, 16, 24], n).tolist(),
+        [
+            [int(d) for d in rng.integers(60, 3600, rng.integers(1, 4)) * 1_000_003]
+            for _ in range(n)
+        ],
+    )
+
+
+def _starts(table: pa.Table) -> dict[tuple[str, int], int]:
+    t = table.select(["job_id", "attempt_idx", "start_time"])
+    return {
+        (j, a): s
+        for j, a, s in zip(
+            t.column(0).to_pylist(),
+            t.column(1).to_pylist(),
+            t.column(2).cast(pa.int64()).to_pylist(),
+            strict=True,
+        )
+    }
+
+
+def test_replaying_a_replay_reproduces_start_times(tmp_path: Path) -> None:
+    wl = busy_workload()
+    cluster = Cluster.from_counts({2: 8, 8: 6}, racks=2)
+    params = {"locality_wait_min": 5, "max_retries": 1}
+    first = simulate(wl, cluster, "philly", None, params)
+    assert first.metrics["queue_mean_s"] > 60  # a real queue, so order matters
+    assert (np.asarray(first.attempts.column("num_machines")) > 1).any()  # slowdown exercised
+    out = write_result_store(first, tmp_path / "out")
+    second = run_replay(out, "philly", params, racks=2)
+    assert _starts(second.attempts) == _starts(first.attempts)
+    assert second.metrics["fidelity_queue_mae_s"] == 0.0
+    assert second.metrics["fidelity_jobs"] == len(wl)
+    for k in ("jct_mean_s", "queue_p95_s", "makespan_s", "gpu_util_allocated_pct"):
+        assert second.metrics[k] == first.metrics[k]
+
+
+def test_results_are_deterministic() -> None:
+    wl = busy_workload(200, seed=9)
+    cluster = Cluster.from_counts({8: 4})
+    for policy in ("philly", "fifo", "las", "srtf"):
+        a = simulate(wl, cluster, policy, seed=1)
+        b = simulate(wl, cluster, policy, seed=1)
+        assert a.metrics == b.metrics
+        assert a.attempts.equals(b.attempts) and a.placements.equals(b.placements)
+
+
+def test_observed_data_reports_median_absolute_queue_error(tmp_path: Path) -> None:
+    res = run_replay(observed_store(tmp_path / "s"), "philly")
+    assert res.metrics["fidelity_queue_mae_s"] == 30.0
+    assert res.metrics["fidelity_jobs"] == 3
+    assert res.metrics["queue_mean_s"] == 0.0
