@@ -196,6 +196,7 @@ def _print(results: list, fmt: str, store_path: str, cluster: Any) -> None:
                     "policy": r.policy,
                     "params": r.params,
                     "seed": r.seed,
+                    "sim_seconds": round(r.seconds, 3),
                     "metrics": {k: _plain(v) for k, v in r.metrics.items()},
                     "per_vc": [
                         {k: _plain(v) for k, v in row.items()} for row in r.per_vc.to_pylist()

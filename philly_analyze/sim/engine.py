@@ -84,17 +84,12 @@ class Trace:
 
 def intrinsic_durations(wl: Workload, model: SlowdownModel) -> np.ndarray:
     """Attempt durations with the observed placement's slowdown taken out (int us)."""
-    dur = wl.att_dur_us.astype(np.float64)
-    if not model.enabled:
+    if not model.enabled or not (wl.att_servers > 1).any():
         return wl.att_dur_us.copy()
     n = np.repeat(wl.num_gpus, wl.num_attempts)
-    f = np.array(
-        [
-            model.factor(int(g), int(s)) if s > 0 else 1.0
-            for g, s in zip(n, wl.att_servers, strict=True)
-        ]
-    )
-    return np.round(dur / f).astype(np.int64)
+    pairs, inv = np.unique(np.stack([n, wl.att_servers]), axis=1, return_inverse=True)
+    f = np.array([model.factor(int(g), int(s)) if s > 0 else 1.0 for g, s in pairs.T])
+    return np.round(wl.att_dur_us / f[inv.ravel()]).astype(np.int64)
 
 
 class QueueEngine:
@@ -110,6 +105,7 @@ class QueueEngine:
         self.trace = Trace()
         self.intr = intrinsic_durations(wl, model).tolist()
         self.ptr = wl.att_ptr.tolist()
+        self.outcome_code = wl.att_outcome.tolist()
         self.gpus = wl.num_gpus.tolist()
         self.vc = wl.vc.tolist() if cfg.quotas is not None else [0] * len(wl)
         nvc = (max(self.vc) + 1) if len(wl) else 1
@@ -220,7 +216,7 @@ class QueueEngine:
         tr = self.trace
         tr.usage.append((now, v, -n))
         last = self.last_att[j]
-        oc = int(self.wl.att_outcome[self.ptr[j] + k])
+        oc = self.outcome_code[self.ptr[j] + k]
         if k < last:
             tr.outcome[row] = FAILED
             self.seq += 1
@@ -352,10 +348,15 @@ class QueueEngine:
             f = self.model.factor(n, len(pl), racks)
         dur = round(intr * f)
         end = now + dur
-        row = self.trace.record_start(j, k, ready, now, end, pl, intr)
+        tr = self.trace
+        row = len(tr.rows)
+        tr.rows.append((j, k, ready, now, end, len(pl), intr))
+        tr.placement.append(pl)
+        tr.outcome.append(-1)
+        tr.preempted.append(False)
         self.running[j] = (row, pl)
         self.started[j] = k
         self.used[v] += n
-        self.trace.usage.append((now, v, n))
+        tr.usage.append((now, v, n))
         self.seq += 1
         heapq.heappush(self.heap, (end, END, self.seq, j, k))

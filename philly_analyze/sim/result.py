@@ -249,11 +249,12 @@ def build_result(
 
 def _flatten_placements(pls: list[Placement]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row, server, gpu) arrays, one entry per allocated GPU."""
-    sizes = [sum(len(g) for _, g in pl) for pl in pls]
-    rows = np.repeat(np.arange(len(pls), dtype=np.int64), sizes)
-    machine = np.fromiter((m for pl in pls for m, g in pl for _ in g), np.int64, len(rows))
-    gpu = np.fromiter((x for pl in pls for _, g in pl for x in g), np.int64, len(rows))
-    return rows, machine, gpu
+    flat = [(r, m, x) for r, pl in enumerate(pls) for m, g in pl for x in g]
+    if not flat:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    a = np.array(flat, dtype=np.int64)
+    return a[:, 0], a[:, 1], a[:, 2]
 
 
 def write_result_store(result: ReplayResult, path: str | Path) -> Path:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from philly_analyze.schemas import ATTEMPT_OUTCOMES
 
@@ -167,56 +168,69 @@ class Workload:
 
     @classmethod
     def from_store(cls, store: Any) -> Workload:
-        """Jobs with a submit time, GPUs and at least one attempt with a duration. Excluded
-        jobs are counted in ``notes``."""
+        """Jobs with a submit time, GPUs and at least one attempt with a duration (one query
+        over the merged views). Excluded jobs are counted in ``notes``."""
+        import pyarrow.compute as pc
+
         con = store.con
-        total = con.execute("SELECT count(*) FROM jobs").fetchone()[0]
-        jobs = con.execute(
+        total = con.execute("SELECT count(DISTINCT job_id) FROM jobs_all").fetchone()[0]
+        t = con.sql(
             """
-            WITH a AS (SELECT job_id, count(*) AS n FROM attempts
-                       WHERE duration_s IS NOT NULL AND duration_s >= 0 GROUP BY job_id)
+            WITH a AS (SELECT job_id, attempt_idx, duration_s, outcome, num_machines
+                       FROM attempts WHERE duration_s IS NOT NULL AND duration_s >= 0)
             SELECT j.job_id, epoch_us(j.submit_time) AS submit_us, j.vc, j.user_id,
-                   j.num_gpus, coalesce(epoch_us(j.first_start), ?) AS obs_start, j.status
+                   j.num_gpus::BIGINT AS num_gpus,
+                   coalesce(epoch_us(j.first_start), ?) AS obs_start, j.status,
+                   round(a.duration_s * 1e6)::BIGINT AS dur_us, a.outcome,
+                   coalesce(a.num_machines, 0)::BIGINT AS servers
             FROM jobs j JOIN a USING (job_id)
             WHERE j.submit_time IS NOT NULL AND coalesce(j.num_gpus, 0) > 0
-            ORDER BY submit_us, j.job_id""",
-            [int(cls.MISSING)],
-        ).fetch_df()
-        att = con.execute(
-            """
-            WITH j AS (SELECT job_id, row_number() OVER (ORDER BY submit_time, job_id) - 1 AS jx
-                       FROM jobs WHERE submit_time IS NOT NULL AND coalesce(num_gpus, 0) > 0)
-            SELECT j.jx, round(a.duration_s * 1e6)::BIGINT AS dur_us, a.outcome,
-                   coalesce(a.num_machines, 0) AS servers
-            FROM attempts a JOIN j USING (job_id)
-            WHERE a.duration_s IS NOT NULL AND a.duration_s >= 0
-            ORDER BY j.jx, a.attempt_idx"""
-        ).fetch_df()
-        # jx numbers every eligible job; the jobs query dropped those without attempts, so
-        # renumber attempts onto the kept jobs (both in the same (submit, id) order).
-        kept = np.unique(att["jx"].to_numpy())
-        jx = np.searchsorted(kept, att["jx"].to_numpy())
-        n = len(jobs)
-        assert len(kept) == n, "attempt/job alignment"
-        counts = np.bincount(jx, minlength=n).astype(np.int64)
-        ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        vc_codes, vc_names = _codes(jobs["vc"].tolist(), "default")
-        user_codes, user_names = _codes(jobs["user_id"].tolist(), None)
-        outcome = att["outcome"].map(OUTCOME_CODE).fillna(-1).to_numpy(np.int8)
+            ORDER BY submit_us, j.job_id, a.attempt_idx""",
+            params=[int(cls.MISSING)],
+        ).to_arrow_table()
+        ids = t.column("job_id")
+        if t.num_rows:
+            new_job = np.r_[
+                True,
+                pc.not_equal(ids.slice(1), ids.slice(0, t.num_rows - 1)).to_numpy(
+                    zero_copy_only=False
+                ),
+            ]
+        else:
+            new_job = np.zeros(0, bool)
+        first = np.flatnonzero(new_job)
+        n = len(first)
+        ptr = np.r_[first, t.num_rows].astype(np.int64)
+        take = pa.array(first)
+        jobs = {c: t.column(c).take(take) for c in ("job_id", "vc", "user_id", "status")}
+        vc_codes, vc_names = _codes(jobs["vc"].to_pylist(), "default")
+        user_codes, user_names = _codes(jobs["user_id"].to_pylist(), None)
+        outcome = np.array(
+            [
+                OUTCOME_CODE.get(o, -1) if o is not None else -1
+                for o in t.column("outcome").to_pylist()
+            ],
+            dtype=np.int8,
+        )
+
+        def col(name: str, idx: np.ndarray | None = None) -> np.ndarray:
+            arr = t.column(name).to_numpy()
+            return arr[idx] if idx is not None else arr
+
         wl = cls(
-            jobs["job_id"].to_numpy(object),
-            jobs["submit_us"].to_numpy(np.int64),
+            np.asarray(jobs["job_id"].to_pylist(), dtype=object),
+            col("submit_us", first).astype(np.int64),
             vc_codes,
             vc_names,
             user_codes,
             user_names,
-            jobs["num_gpus"].to_numpy(np.int64),
+            col("num_gpus", first).astype(np.int64),
             ptr,
-            att["dur_us"].to_numpy(np.int64),
+            col("dur_us").astype(np.int64),
             outcome,
-            att["servers"].to_numpy(np.int64),
-            jobs["obs_start"].to_numpy(np.int64),
-            [None if pd.isna(s) else s for s in jobs["status"]],
+            col("servers").astype(np.int64),
+            col("obs_start", first).astype(np.int64),
+            jobs["status"].to_pylist(),
         )
         if total > n:
             wl.notes.append(
