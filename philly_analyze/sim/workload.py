@@ -173,7 +173,7 @@ class Workload:
         import pyarrow.compute as pc
 
         con = store.con
-        total = con.execute("SELECT count(DISTINCT job_id) FROM jobs_all").fetchone()[0]
+        total = con.execute("SELECT count(DISTINCT job_id) FROM jobs_all").fetchall()[0][0]
         t = con.sql(
             """
             WITH a AS (SELECT job_id, attempt_idx, duration_s, outcome, num_machines
