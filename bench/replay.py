@@ -50,7 +50,7 @@ def synth_store(path: Path, n_jobs: int = 117_325, days: int = 75, seed: int = 0
     t = np.sort(t[keep][:n_jobs])
     n = len(t)
     gpus = rng.choice([1, 2, 4, 8, 16, 32, 64], n, p=[0.70, 0.10, 0.10, 0.06, 0.025, 0.012, 0.003])
-    dur = np.exp(rng.normal(np.log(1800), 2.0, n)).clip(30, 20 * 86400)
+    dur = np.exp(rng.normal(np.log(7200), 1.9, n)).clip(30, 20 * 86400)
     attempts = np.minimum(rng.geometric(0.75, n), 6)
     vc_share = np.array([30, 18, 12, 9, 7, 6, 4, 3, 3, 2, 2, 2, 1, 1], float)
     vc = rng.choice(len(vc_share), n, p=vc_share / vc_share.sum())
