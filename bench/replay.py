@@ -11,6 +11,7 @@ busy (queues form daily) without growing without bound.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -32,8 +33,10 @@ from philly_analyze.cli import main
 try:
     main(sys.argv[1:], standalone_mode=False)
 finally:
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(f"__BENCH__ {time.perf_counter() - t0:.3f} {rss:.1f}", file=sys.stderr)
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = ru.ru_utime + ru.ru_stime
+    print(f"__BENCH__ {time.perf_counter() - t0:.3f} {ru.ru_maxrss / 1024.0:.1f} {cpu:.3f}",
+          file=sys.stderr)
 """
 
 
@@ -104,7 +107,7 @@ def pd_map(status: np.ndarray) -> np.ndarray:
 
 def measured_cli(*args: str) -> tuple[float, float, float, str]:
     """Run ``philly-analyze ARGS`` in a fresh process: (wall s incl. interpreter start,
-    in-process s, peak RSS MB, stdout)."""
+    CPU s (user + system, all threads), peak RSS MB, stdout)."""
     t0 = time.perf_counter()
     p = subprocess.run(
         [sys.executable, "-c", _RUNNER, *args], capture_output=True, text=True, cwd=ROOT
@@ -113,12 +116,13 @@ def measured_cli(*args: str) -> tuple[float, float, float, str]:
     if p.returncode != 0:
         raise RuntimeError(p.stderr.strip().splitlines()[-1] if p.stderr else "failed")
     line = [ln for ln in p.stderr.splitlines() if ln.startswith("__BENCH__")][-1]
-    _, secs, rss = line.split()
-    return wall, float(secs), float(rss), p.stdout
+    _, _secs, rss, cpu = line.split()
+    return wall, float(cpu), float(rss), p.stdout
 
 
 def _report(label: str, store: Path, out: Path) -> None:
-    wall, inner, rss, stdout = measured_cli(
+    load = os.getloadavg()[0]
+    wall, cpu, rss, stdout = measured_cli(
         "replay",
         "--store",
         str(store),
@@ -134,8 +138,9 @@ def _report(label: str, store: Path, out: Path) -> None:
     jobs = res["metrics"]["jobs"]
     m = res["metrics"]
     print(
-        f"{label}: {jobs:,} jobs, whole process {wall:.2f} s ({jobs / wall:,.0f} jobs/s), "
-        f"simulation alone {res['sim_seconds']:.2f} s, peak RSS {rss:.0f} MB",
+        f"{label}: {jobs:,} jobs, whole process {wall:.2f} s wall ({jobs / wall:,.0f} jobs/s), "
+        f"{cpu:.2f} s CPU ({jobs / cpu:,.0f} jobs per CPU-second), simulation alone "
+        f"{res['sim_seconds']:.2f} s, peak RSS {rss:.0f} MB, load average before {load:.1f}",
         flush=True,
     )
     print(
