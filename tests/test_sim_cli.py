@@ -7,11 +7,11 @@ import io
 import json
 from pathlib import Path
 
-from _sim_data import observed_store
 from click.testing import CliRunner
 
 from philly_analyze.cli import main
 from philly_analyze.store import Store
+from tests._sim_data import observed_store
 
 
 def run(*args: str):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from _sim_data import observed_store
 
 from philly_analyze.sim import Cluster, Workload, run_replay, simulate, write_result_store
+from tests._sim_data import observed_store
 
 
 def busy_workload(n: int = 400, seed: int = 3) -> Workload:

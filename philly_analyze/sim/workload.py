@@ -172,9 +172,8 @@ class Workload:
         over the merged views). Excluded jobs are counted in ``notes``."""
         import pyarrow.compute as pc
 
-        con = store.con
-        total = con.execute("SELECT count(DISTINCT job_id) FROM jobs_all").fetchall()[0][0]
-        t = con.sql(
+        total = store.scalar("SELECT count(DISTINCT job_id) FROM jobs_all")
+        t = store.arrow(
             """
             WITH a AS (SELECT job_id, attempt_idx, duration_s, outcome, num_machines
                        FROM attempts WHERE duration_s IS NOT NULL AND duration_s >= 0)
@@ -186,8 +185,8 @@ class Workload:
             FROM jobs j JOIN a USING (job_id)
             WHERE j.submit_time IS NOT NULL AND coalesce(j.num_gpus, 0) > 0
             ORDER BY submit_us, j.job_id, a.attempt_idx""",
-            params=[int(cls.MISSING)],
-        ).to_arrow_table()
+            [int(cls.MISSING)],
+        )
         ids = t.column("job_id")
         if t.num_rows:
             new_job = np.r_[
