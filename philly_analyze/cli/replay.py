@@ -160,7 +160,8 @@ def command(
     if not quiet:
         console.print(
             f"replaying {len(wl):,} jobs on {cluster.num_machines:,} machines "
-            f"({cluster.total_gpus:,} GPUs, {len(cluster.rack_names)} racks)",
+            f"({cluster.total_gpus:,} GPUs, {len(cluster.rack_names)} rack"
+            f"{'s' if len(cluster.rack_names) != 1 else ''})",
             highlight=False,
         )
     results = []

@@ -131,16 +131,19 @@ def _load_builtins() -> None:
         importlib.import_module(mod)
 
 
+_SHARING_ERROR: list[str] = []
+
+
 def _load_sharing() -> bool:
-    """Import the MuxFlow policies if that module exists; False when it does not."""
-    if importlib.util.find_spec("philly_analyze.sim.sharing") is None:
-        return False
+    """Import the MuxFlow policies if that module exists; False when it does not (or fails
+    to import: the reason is kept for the error message)."""
     try:
         if importlib.util.find_spec(SHARING_MODULE) is None:
             return False
-    except ModuleNotFoundError:
+        importlib.import_module(SHARING_MODULE)
+    except ImportError as e:
+        _SHARING_ERROR[:] = [f"{type(e).__name__}: {e}"]
         return False
-    importlib.import_module(SHARING_MODULE)
     return True
 
 
@@ -157,9 +160,11 @@ def get_policy(name: str) -> Policy:
     if name not in POLICIES:
         present = _load_sharing()
         if name in SHARING_POLICIES and not present:
+            why = f" ({_SHARING_ERROR[0]})" if _SHARING_ERROR else ""
             raise UserError(
                 f"policy {name!r} needs the GPU-sharing simulator ({SHARING_MODULE}), which "
-                "this installation does not have; the queue policies are: " + ", ".join(POLICIES)
+                f"this installation does not have{why}; the queue policies are: "
+                + ", ".join(POLICIES)
             )
     if name not in POLICIES:
         raise UserError(f"unknown policy {name!r}; choose from {', '.join(policy_names())}")
