@@ -161,9 +161,15 @@ class PreemptiveEngine:
     def _schedule(self, now: int) -> None:
         if not self.waiting:
             return
+        wkey = self.wkey
+        if sum(self.gpus[j] for j in self.waiting) <= self.fs.free_total:
+            # Everyone fits: the greedy admission would choose every job, so no preemption;
+            # start the waiting ones in rank order (placement order matters).
+            for *_, j in sorted(wkey[j] for j in self.waiting):
+                self._start(j, now)
+            return
         key = self.cfg.key
         submit = self.submit
-        wkey = self.wkey
         # A waiting job's key does not change while it waits: computed once in _ready.
         active = [wkey[j] for j in self.waiting]
         active.extend((*key(self, j, now), submit[j], j) for j in self.running)
