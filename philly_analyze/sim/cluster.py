@@ -191,7 +191,22 @@ class FreeState:
 
     def place_strict(self, n: int) -> Placement | None:
         """Allocate a placement meeting the locality constraint, or None."""
-        choice = self._strict(n) if n <= self.free_total else None
+        if n > self.free_total:
+            return None
+        if n <= self.largest:
+            # Inlined best fit on one server (the common case; same rule as _strict).
+            b = self.buckets
+            for f in range(n, self.largest + 1):
+                if b[f]:
+                    i = b[f][0]
+                    fg = self.free_gpus[i]
+                    gpus = fg[:n]
+                    del fg[:n]
+                    self._set_free(i, f - n)
+                    self.free_total -= n
+                    return [(i, gpus)]
+            return None
+        choice = self._strict(n)
         return None if choice is None else self._allocate(n, choice)
 
     def place_relaxed(self, n: int) -> Placement | None:
@@ -242,10 +257,14 @@ class FreeState:
         """Give back the GPUs of a placement."""
         for i, gpus in placement:
             fg = self.free_gpus[i]
-            for g in gpus:
-                insort(fg, g)
-            self._set_free(i, self.free[i] + len(gpus))
-            self.free_total += len(gpus)
+            if len(gpus) == 1:
+                insort(fg, gpus[0])
+            else:
+                fg.extend(gpus)
+                fg.sort()
+            k = len(gpus)
+            self._set_free(i, self.free[i] + k)
+            self.free_total += k
 
     def _set_free(self, i: int, new: int) -> None:
         old = self.free[i]
@@ -253,12 +272,14 @@ class FreeState:
         del b[bisect_left(b, i)]
         insort(self.buckets[new], i)
         self.free[i] = new
-        if self.size[i] == self.largest:
-            w = self.whole[self.rack[i]]
-            if old == self.largest:
-                del w[bisect_left(w, i)]
-            if new == self.largest:
-                insort(w, i)
+        largest = self.largest
+        if old == largest or new == largest:
+            if self.size[i] == largest:
+                w = self.whole[self.rack[i]]
+                if old == largest:
+                    del w[bisect_left(w, i)]
+                else:
+                    insort(w, i)
 
     def free_array(self) -> np.ndarray:
         """Free GPUs per server as an array (for checks against ``locality.fits_strict``)."""

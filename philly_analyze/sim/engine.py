@@ -292,7 +292,16 @@ class QueueEngine:
             room = quota[v] - self.used[v]
             over = max(classes) > room
             limit = min(limit, room)
-        cand = [n for n in classes if n <= limit and (v, n) not in blocked]
+        # Classes that can possibly start: within limit, not known to fail in this pass
+        # (strict fails for n >= _sfail unless the head may already be placed relaxed).
+        sfail = self._sfail
+        cand = [
+            n
+            for n in classes
+            if n <= limit
+            and (hol or n < sfail or classes[n][0][0] + wait <= now)
+            and (v, n) not in blocked
+        ]
         while cand:
             n = cand[0]
             head = classes[n][0]
