@@ -273,13 +273,12 @@ class FreeState:
         insort(self.buckets[new], i)
         self.free[i] = new
         largest = self.largest
-        if old == largest or new == largest:
-            if self.size[i] == largest:
-                w = self.whole[self.rack[i]]
-                if old == largest:
-                    del w[bisect_left(w, i)]
-                else:
-                    insort(w, i)
+        if (old == largest or new == largest) and self.size[i] == largest:
+            w = self.whole[self.rack[i]]
+            if old == largest:
+                del w[bisect_left(w, i)]
+            else:
+                insort(w, i)
 
     def free_array(self) -> np.ndarray:
         """Free GPUs per server as an array (for checks against ``locality.fits_strict``)."""

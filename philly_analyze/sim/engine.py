@@ -92,21 +92,39 @@ def intrinsic_durations(wl: Workload, model: SlowdownModel) -> np.ndarray:
     return np.round(wl.att_dur_us / f[inv.ravel()]).astype(np.int64)
 
 
-class QueueEngine:
-    """One run of a queue-based policy over a workload (see module docstring)."""
+class BaseEngine:
+    """State both engines share: the workload as Python lists (fast scalar access), the free
+    GPUs, the slowdown model, the trace being written, and each job's last attempt."""
 
     def __init__(
-        self, wl: Workload, fs: FreeState, cfg: EngineConfig, model: SlowdownModel
+        self, wl: Workload, fs: FreeState, model: SlowdownModel, max_retries: int | None
     ) -> None:
         self.wl = wl
         self.fs = fs
-        self.cfg = cfg
         self.model = model
         self.trace = Trace()
         self.intr = intrinsic_durations(wl, model).tolist()
         self.ptr = wl.att_ptr.tolist()
         self.outcome_code = wl.att_outcome.tolist()
         self.gpus = wl.num_gpus.tolist()
+        counts = np.diff(wl.att_ptr) - 1
+        #: Index of each job's last attempt to run (max_retries cuts the data's list short).
+        self.last_att = (
+            counts if max_retries is None else np.minimum(counts, max_retries)
+        ).tolist()
+
+    def run(self) -> Trace:
+        raise NotImplementedError
+
+
+class QueueEngine(BaseEngine):
+    """One run of a queue-based policy over a workload (see module docstring)."""
+
+    def __init__(
+        self, wl: Workload, fs: FreeState, cfg: EngineConfig, model: SlowdownModel
+    ) -> None:
+        super().__init__(wl, fs, model, cfg.max_retries)
+        self.cfg = cfg
         self.vc = wl.vc.tolist() if cfg.quotas is not None else [0] * len(wl)
         nvc = (max(self.vc) + 1) if len(wl) else 1
         self.quota = list(cfg.quotas) + [0] * (nvc - len(cfg.quotas)) if cfg.quotas else None
@@ -120,12 +138,6 @@ class QueueEngine:
         self.heap: list[tuple[int, int, int, int, int]] = []
         self.seq = len(wl)
         self.running: dict[int, tuple[int, Placement]] = {}
-        self.last_att = [
-            self.ptr[j + 1] - self.ptr[j] - 1
-            if cfg.max_retries is None
-            else min(self.ptr[j + 1] - self.ptr[j] - 1, cfg.max_retries)
-            for j in range(len(wl))
-        ]
         self.rack = fs.rack
         #: Index of the attempt of each job that started last (-1: none yet).
         self.started = [-1] * len(wl)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from philly_analyze.sim.cluster import FreeState, Placement
-from philly_analyze.sim.engine import Trace, intrinsic_durations
+from philly_analyze.sim.engine import BaseEngine, Trace
 from philly_analyze.sim.slowdown import SlowdownModel
 from philly_analyze.sim.workload import FAILED, Workload
 
@@ -37,28 +37,16 @@ class PreemptConfig:
     retry_delay_us: int = 0
 
 
-class PreemptiveEngine:
+class PreemptiveEngine(BaseEngine):
     """One run of a preemptive policy (see module docstring)."""
 
     def __init__(
         self, wl: Workload, fs: FreeState, cfg: PreemptConfig, model: SlowdownModel
     ) -> None:
-        self.wl = wl
-        self.fs = fs
+        super().__init__(wl, fs, model, cfg.max_retries)
         self.cfg = cfg
-        self.model = model
-        self.trace = Trace()
-        self.intr = intrinsic_durations(wl, model).tolist()
-        self.ptr = wl.att_ptr.tolist()
-        self.gpus = wl.num_gpus.tolist()
         self.submit = wl.submit_us.tolist()
         nj = len(wl)
-        self.last_att = [
-            self.ptr[j + 1] - self.ptr[j] - 1
-            if cfg.max_retries is None
-            else min(self.ptr[j + 1] - self.ptr[j] - 1, cfg.max_retries)
-            for j in range(nj)
-        ]
         self.k = [0] * nj
         #: Remaining intrinsic work (us) of the current attempt.
         self.rem = [0] * nj
@@ -152,7 +140,7 @@ class PreemptiveEngine:
             else:
                 self._ready(j, now)
         else:
-            oc = int(self.wl.att_outcome[self.ptr[j] + k])
+            oc = self.outcome_code[self.ptr[j] + k]
             if k < self.ptr[j + 1] - self.ptr[j] - 1:
                 tr.truncated.add(j)
                 oc = FAILED

@@ -1,5 +1,6 @@
-"""``EnginePolicy``: a policy run by the queue event engine (``sim/engine.py``); subclasses
-only translate their params into an ``EngineConfig``."""
+"""Bases of the policies run by the bundled event engines: ``EnginePolicy`` (the queue engine,
+``sim/engine.py``) and ``PreemptivePolicy`` (``sim/preemptive.py``). Subclasses only turn
+their params into the engine's config."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from philly_analyze.sim.cluster import Cluster, FreeState
-from philly_analyze.sim.engine import EngineConfig, QueueEngine
+from philly_analyze.sim.engine import BaseEngine, EngineConfig, QueueEngine
 from philly_analyze.sim.policies import Policy
+from philly_analyze.sim.preemptive import PreemptConfig, PreemptiveEngine
 from philly_analyze.sim.result import ReplayResult, build_result
 from philly_analyze.sim.slowdown import SlowdownModel
 from philly_analyze.sim.workload import Workload
@@ -30,10 +32,12 @@ def slowdown_model(cluster: Cluster, params: Mapping[str, Any]) -> SlowdownModel
     )
 
 
-class EnginePolicy(Policy):
-    """Base of queue-engine policies."""
+class _EventPolicy(Policy):
+    """Runs an engine from ``make_engine`` and turns its trace into a ``ReplayResult``."""
 
-    def engine_config(self, params: Mapping[str, Any], quotas: list[int] | None) -> EngineConfig:
+    def make_engine(
+        self, wl: Workload, cluster: Cluster, quotas: list[int] | None, params: Mapping[str, Any]
+    ) -> BaseEngine:
         raise NotImplementedError
 
     def simulate(
@@ -45,13 +49,8 @@ class EnginePolicy(Policy):
         seed: int,
     ) -> ReplayResult:
         qv = quota_vector(workload, quotas) if self.uses_quotas else None
-        cfg = self.engine_config(params, qv)
-        cfg.max_retries = params["max_retries"]
-        cfg.retry_delay_us = round(params["retry_delay_s"] * US)
         t0 = time.perf_counter()
-        trace = QueueEngine(
-            workload, FreeState(cluster), cfg, slowdown_model(cluster, params)
-        ).run()
+        trace = self.make_engine(workload, cluster, qv, params).run()
         secs = time.perf_counter() - t0
         notes = list(workload.notes)
         if trace.unscheduled:
@@ -64,3 +63,35 @@ class EnginePolicy(Policy):
         )
         res.seconds = secs
         return res
+
+
+class EnginePolicy(_EventPolicy):
+    """Base of queue-engine policies: implement ``engine_config``."""
+
+    def engine_config(self, params: Mapping[str, Any], quotas: list[int] | None) -> EngineConfig:
+        raise NotImplementedError
+
+    def make_engine(
+        self, wl: Workload, cluster: Cluster, quotas: list[int] | None, params: Mapping[str, Any]
+    ) -> BaseEngine:
+        cfg = self.engine_config(params, quotas)
+        cfg.max_retries = params["max_retries"]
+        cfg.retry_delay_us = round(params["retry_delay_s"] * US)
+        return QueueEngine(wl, FreeState(cluster), cfg, slowdown_model(cluster, params))
+
+
+class PreemptivePolicy(_EventPolicy):
+    """Base of preemptive policies (no quotas): implement ``config``."""
+
+    uses_quotas = False
+
+    def config(self, params: Mapping[str, Any]) -> PreemptConfig:
+        raise NotImplementedError
+
+    def make_engine(
+        self, wl: Workload, cluster: Cluster, quotas: list[int] | None, params: Mapping[str, Any]
+    ) -> BaseEngine:
+        cfg = self.config(params)
+        cfg.max_retries = params["max_retries"]
+        cfg.retry_delay_us = round(params["retry_delay_s"] * US)
+        return PreemptiveEngine(wl, FreeState(cluster), cfg, slowdown_model(cluster, params))

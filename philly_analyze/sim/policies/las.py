@@ -12,7 +12,7 @@ from typing import Any
 
 from philly_analyze.errors import UserError
 from philly_analyze.sim.policies import COMMON_PARAMS, Param, register
-from philly_analyze.sim.policies.preemptive_base import PreemptivePolicy
+from philly_analyze.sim.policies.base import PreemptivePolicy
 from philly_analyze.sim.preemptive import PreemptConfig, PreemptiveEngine
 
 GPU_HOUR_US = 3600 * 1_000_000

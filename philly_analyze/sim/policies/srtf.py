@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from philly_analyze.sim.policies import COMMON_PARAMS, register
-from philly_analyze.sim.policies.preemptive_base import PreemptivePolicy
+from philly_analyze.sim.policies.base import PreemptivePolicy
 from philly_analyze.sim.preemptive import PreemptConfig, PreemptiveEngine
 
 
