@@ -70,3 +70,42 @@ def test_observed_data_reports_median_absolute_queue_error(tmp_path: Path) -> No
     assert res.metrics["fidelity_queue_mae_s"] == 30.0
     assert res.metrics["fidelity_jobs"] == 3
     assert res.metrics["queue_mean_s"] == 0.0
+
+
+def test_frame_counts_and_quota_file(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from philly_analyze.sim.cluster import Cluster as C
+
+    assert C.from_counts().total_gpus == 2490 and C.from_counts().num_machines == 552
+    df = pd.DataFrame(
+        {
+            "job_id": ["b", "a", "c"],
+            "submit_time": pd.to_datetime(
+                ["2017-10-01 00:00:10", "2017-10-01 00:00:00", "2017-10-01 00:00:00"]
+            ),
+            "vc": ["x", "x", "y"],
+            "num_gpus": [8, 8, 8],
+            "durations_s": [[100.0], [50.0, 100.0], [30.0]],
+        }
+    )
+    wl = Workload.from_frame(df)
+    # Sorted by (submit, id); the two-attempt job's first attempt failed and is retried.
+    assert wl.job_ids.tolist() == ["a", "c", "b"]
+    cluster = C.build(["m0"], [8])
+    res = simulate(wl, cluster, "philly", {"x": 8, "y": 0}, {"borrow": False})
+    # y has no quota and may not borrow: c never runs. a's first attempt fails at 50; its
+    # retry queues behind b, which has waited since 10: b runs 50-150, the retry 150-250.
+    starts = _starts(res.attempts)
+    assert {k: v - starts[("a", 0)] for k, v in starts.items()} == {
+        ("a", 0): 0,
+        ("b", 0): 50_000_000,
+        ("a", 1): 150_000_000,
+    }
+    assert res.metrics["jobs_unscheduled"] == 1
+    # The same quotas from a file, through run_replay on a written store.
+    out = write_result_store(res, tmp_path / "o")
+    qf = tmp_path / "q.csv"
+    qf.write_text("vc,gpus\nx,8\ny,8\n")
+    again = run_replay(out, "philly", {"borrow": False}, quotas=qf)
+    assert again.quotas == {"x": 8} and again.metrics["jobs"] == 2

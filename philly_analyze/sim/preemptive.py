@@ -47,6 +47,13 @@ class PreemptiveEngine(BaseEngine):
         self.cfg = cfg
         self.submit = wl.submit_us.tolist()
         nj = len(wl)
+        #: later[ptr[j] + k]: intrinsic work of job j's attempts after k (up to its last).
+        self.later = [0] * len(self.intr)
+        for j in range(nj):
+            acc = 0
+            for x in range(self.ptr[j] + self.last_att[j], self.ptr[j] - 1, -1):
+                self.later[x] = acc
+                acc += self.intr[x]
         self.k = [0] * nj
         #: Remaining intrinsic work (us) of the current attempt.
         self.rem = [0] * nj
@@ -68,9 +75,7 @@ class PreemptiveEngine(BaseEngine):
         run = self.running.get(j)
         if run is not None:
             rem -= round((now - run[2]) / run[3])
-        base = self.ptr[j]
-        later = sum(self.intr[base + x] for x in range(self.k[j] + 1, self.last_att[j] + 1))
-        return rem + later
+        return rem + self.later[self.ptr[j] + self.k[j]]
 
     def attained_now(self, j: int, now: int) -> int:
         run = self.running.get(j)
