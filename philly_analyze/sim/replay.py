@@ -16,9 +16,9 @@ import numpy as np
 from philly_analyze.errors import UserError
 from philly_analyze.sim.cluster import Cluster
 from philly_analyze.sim.policies import get_policy, validate_params
-from philly_analyze.sim.result import ReplayResult, read_settings
+from philly_analyze.sim.result import ReplayResult
 from philly_analyze.sim.workload import Workload
-from philly_analyze.vcquota import infer_quotas, load_quotas, quotas_for_store
+from philly_analyze.vcquota import infer_quotas, quotas_for_store
 
 
 def workload_quotas(workload: Workload, cluster: Cluster) -> dict[str, int]:
@@ -75,22 +75,16 @@ def load_inputs(
     racks: int | None = None,
     quotas_path: str | os.PathLike[str] | None = None,
 ) -> tuple[Workload, Cluster, dict[str, int]]:
-    """Workload, cluster and quotas of a store. Quotas: the file if given; else those recorded
-    by a replay that wrote this store (same settings reproduce it); else inferred like the
-    report's (``vcquota.quotas_for_store``)."""
+    """Workload, cluster and quotas of a store. Quotas come from ``vcquota.quotas_for_store``
+    like the report's: the file if given, else the store's ``vc_quotas.csv`` (a replay
+    output keeps the quotas it used there, so the same settings reproduce it), else
+    inferred from GPU-time shares."""
     from philly_analyze.store import Store
 
     with Store(store_path, read_only=True) as store:
         wl = Workload.from_store(store)
         cluster = Cluster.from_store(store, racks=racks)
-        if quotas_path is not None:
-            quotas = load_quotas(quotas_path)
-        else:
-            settings = read_settings(store_path)
-            if settings and settings.get("quotas"):
-                quotas = {k: int(v) for k, v in settings["quotas"].items()}
-            else:
-                quotas = quotas_for_store(store)
+        quotas = quotas_for_store(store, quotas_path)
     if cluster.num_machines == 0:
         raise UserError(
             "has no machines; ingest a machine list (e.g. cluster_machine_list) first",

@@ -19,6 +19,7 @@ from philly_analyze.sim.cluster import Cluster, Placement
 from philly_analyze.sim.engine import Trace
 from philly_analyze.sim.metrics import CAUSES, compute_metrics, waiting_causes
 from philly_analyze.sim.workload import Workload
+from philly_analyze.vcquota import STORE_QUOTA_FILE
 
 SOURCE = "replay"
 #: Job status from the outcome of its last attempt.
@@ -259,7 +260,8 @@ def _flatten_placements(pls: list[Placement]) -> tuple[np.ndarray, np.ndarray, n
 
 def write_result_store(result: ReplayResult, path: str | Path) -> Path:
     """Write a replay as a new store at ``path`` (jobs, attempts, placements, machines) plus
-    ``replay.json`` (policy, params, seed, quotas) and ``waiting.parquet`` (true causes).
+    ``replay.json`` (policy, params, seed, quotas), ``vc_quotas.csv`` (the quotas, read back
+    by ``vcquota.quotas_for_store``) and ``waiting.parquet`` (true causes).
     Returns the store path."""
     import pyarrow.parquet as pq
 
@@ -298,6 +300,9 @@ def write_result_store(result: ReplayResult, path: str | Path) -> Path:
             source_format=SOURCE,
         )
     (p / SETTINGS_FILE).write_text(json.dumps(result.settings(), indent=2, sort_keys=True))
+    if result.quotas:
+        lines = ["vc,gpus", *(f"{vc},{g}" for vc, g in sorted(result.quotas.items()))]
+        (p / STORE_QUOTA_FILE).write_text("\n".join(lines) + "\n")
     pq.write_table(result.waiting, p / "waiting.parquet", compression="zstd")
     return p
 
