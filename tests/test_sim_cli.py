@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from philly_analyze.cli import main
 from philly_analyze.store import Store
+from philly_analyze.vcquota import quotas_for_store
 from tests._sim_data import observed_store
 
 
@@ -48,6 +49,10 @@ def test_replay_json_compares_policies_and_writes_stores(tmp_path: Path) -> None
     assert (
         json.loads((tmp_path / "out" / "philly" / "replay.json").read_text())["policy"] == "philly"
     )
+    # The quotas used (one VC on 8 GPUs: all 8) are kept where the report will find them.
+    assert (tmp_path / "out" / "philly" / "vc_quotas.csv").read_text() == "vc,gpus\nv,8\n"
+    with Store(tmp_path / "out" / "philly", read_only=True) as st:
+        assert quotas_for_store(st) == {"v": 8}
 
 
 def test_replay_csv_md_and_table(tmp_path: Path) -> None:
