@@ -258,12 +258,15 @@ class QueueEngine(BaseEngine):
         fs = self.fs
         free = fs.free_total
         # Only VCs whose smallest pending demand fits in the free GPUs can start anything.
-        over = False  # some VC had demand beyond its quota
+        # Phase 2 (borrowing) only needs the VCs that had demand held back by their quota:
+        # every other class started, failed placement, or needs more GPUs than are free,
+        # and none of that improves within the pass.
+        over: list[int] = []
         order = []
         for v, mn in enumerate(vmin):
             if mn <= free:
                 if mn > quota[v] - used[v]:
-                    over = True
+                    over.append(v)
                 else:
                     order.append((used[v] / quota[v] if quota[v] else INF, v))
         if len(order) > 1:
@@ -271,15 +274,14 @@ class QueueEngine(BaseEngine):
         blocked: set[tuple[int, int]] = set()
         for _, v in order:
             if vmin[v] <= fs.free_total:
-                over |= self._serve(v, now, quota, blocked)
+                if self._serve(v, now, quota, blocked):
+                    over.append(v)
                 if fs.free_total == 0:
                     return
         if not (over and self.cfg.borrow):
             return
         free = fs.free_total
-        order = [
-            (used[v] / quota[v] if quota[v] else INF, v) for v, mn in enumerate(vmin) if mn <= free
-        ]
+        order = [(used[v] / quota[v] if quota[v] else INF, v) for v in over if vmin[v] <= free]
         if len(order) > 1:
             order.sort()
         for _, v in order:
