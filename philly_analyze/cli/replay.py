@@ -103,7 +103,14 @@ Examples:
     type=click.Path(file_okay=False, path_type=Path),
     help="Write the simulated schedule as a store here (several policies: OUT/<policy>).",
 )
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="Comparison output: a rich table, or json/csv/md for scripts and docs.",
+)
 @click.option(
     "--quotas",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
