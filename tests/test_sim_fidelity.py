@@ -109,3 +109,17 @@ def test_frame_counts_and_quota_file(tmp_path: Path) -> None:
     qf.write_text("vc,gpus\nx,8\ny,8\n")
     again = run_replay(out, "philly", {"borrow": False}, quotas=qf)
     assert again.quotas == {"x": 8} and again.metrics["jobs"] == 2
+
+
+def test_jobs_without_a_vc_keep_a_null_vc() -> None:
+    wl = Workload.from_columns(
+        ["a", "b"], [0, 0], ["x", None], [1, 1], [[10_000_000], [10_000_000]]
+    )
+    res = simulate(wl, Cluster.build(["m0"], [2]), "philly")
+    assert dict(zip(*(res.jobs.column(c).to_pylist() for c in ("job_id", "vc")), strict=True)) == {
+        "a": "x",
+        "b": None,
+    }
+    assert set(res.quotas) == {"x"}
+    assert None in res.per_vc.column("vc").to_pylist()
+    assert res.metrics["jobs"] == 2  # the VC-less job borrowed idle GPUs

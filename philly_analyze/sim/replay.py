@@ -17,7 +17,7 @@ from philly_analyze.errors import UserError
 from philly_analyze.sim.cluster import Cluster
 from philly_analyze.sim.policies import get_policy, validate_params
 from philly_analyze.sim.result import ReplayResult
-from philly_analyze.sim.workload import Workload
+from philly_analyze.sim.workload import NO_VC, Workload
 from philly_analyze.vcquota import infer_quotas, quotas_for_store
 
 
@@ -30,7 +30,8 @@ def workload_quotas(workload: Workload, cluster: Cluster) -> dict[str, int]:
         minlength=len(workload.vc_names),
     )
     return infer_quotas(
-        {name: float(by_vc[i]) for i, name in enumerate(workload.vc_names)}, cluster.total_gpus
+        {name: float(by_vc[i]) for i, name in enumerate(workload.vc_names) if name != NO_VC},
+        cluster.total_gpus,
     )
 
 

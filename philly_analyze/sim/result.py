@@ -18,7 +18,7 @@ from philly_analyze.errors import UserError
 from philly_analyze.sim.cluster import Cluster, Placement
 from philly_analyze.sim.engine import Trace
 from philly_analyze.sim.metrics import CAUSES, compute_metrics, waiting_causes
-from philly_analyze.sim.workload import Workload
+from philly_analyze.sim.workload import NO_VC, Workload
 from philly_analyze.vcquota import STORE_QUOTA_FILE
 
 SOURCE = "replay"
@@ -161,7 +161,7 @@ def build_result(
         status[j] = None
     for j in trace.truncated:
         flags[j] = ["max_retries"]
-    vc_names = np.array([*wl.vc_names, None], dtype=object)
+    vc_names = np.array([*(n if n != NO_VC else None for n in wl.vc_names), None], dtype=object)
     user_names = np.array([*wl.user_names, None], dtype=object)
     jobs = schemas.conform(
         "jobs",
@@ -222,13 +222,17 @@ def build_result(
     )
     pv = pa.table(
         {
-            "vc": [str(vc_names[v]) for v in per_vc],
+            "vc": pa.array([vc_names[v] for v in per_vc], pa.string()),
             "quota": [quota_by_vc[v] if quota_by_vc is not None else None for v in per_vc],
             **{k: [d[k] for d in per_vc.values()] for k in next(iter(per_vc.values()), {})},
         }
     )
     quotas = (
-        {wl.vc_names[v]: int(q) for v, q in enumerate(quota_by_vc) if v < len(wl.vc_names)}
+        {
+            wl.vc_names[v]: int(q)
+            for v, q in enumerate(quota_by_vc)
+            if v < len(wl.vc_names) and wl.vc_names[v] != NO_VC
+        }
         if quota_by_vc is not None
         else {}
     )

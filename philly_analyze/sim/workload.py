@@ -19,6 +19,9 @@ from philly_analyze.schemas import ATTEMPT_OUTCOMES
 #: Outcome codes: index into ``schemas.ATTEMPT_OUTCOMES``; -1 unknown.
 OUTCOME_CODE = {o: i for i, o in enumerate(ATTEMPT_OUTCOMES)}
 FAILED = OUTCOME_CODE["failed"]
+#: VC name of jobs without one: they form one queue with no quota (they can only borrow) and
+#: are written back with a NULL vc.
+NO_VC = ""
 
 
 @dataclass
@@ -107,7 +110,7 @@ class Workload:
         ids = np.asarray(job_id, dtype=object)
         sub = np.asarray(submit_us, dtype=np.int64)
         order = np.lexsort((ids.astype(str), sub)) if n else np.zeros(0, np.int64)
-        vc_codes, vc_names = _codes([vc[i] for i in order], "default")
+        vc_codes, vc_names = _codes([vc[i] for i in order], NO_VC)
         user_codes, user_names = _codes(
             [user[i] for i in order] if user is not None else [None] * n, None
         )
@@ -202,7 +205,7 @@ class Workload:
         ptr = np.r_[first, t.num_rows].astype(np.int64)
         take = pa.array(first)
         jobs = {c: t.column(c).take(take) for c in ("job_id", "vc", "user_id", "status")}
-        vc_codes, vc_names = _codes(jobs["vc"].to_pylist(), "default")
+        vc_codes, vc_names = _codes(jobs["vc"].to_pylist(), NO_VC)
         user_codes, user_names = _codes(jobs["user_id"].to_pylist(), None)
         outcome = np.array(
             [
