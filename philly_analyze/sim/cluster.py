@@ -202,7 +202,13 @@ class FreeState:
                     fg = self.free_gpus[i]
                     gpus = fg[:n]
                     del fg[:n]
-                    self._set_free(i, f - n)
+                    # _set_free(i, f - n) inlined; i is the first of bucket f.
+                    del b[f][0]
+                    insort(b[f - n], i)
+                    self.free[i] = f - n
+                    if f == self.largest and self.size[i] == f:
+                        w = self.whole[self.rack[i]]
+                        del w[bisect_left(w, i)]
                     self.free_total -= n
                     return [(i, gpus)]
             return None
@@ -254,16 +260,25 @@ class FreeState:
         raise AssertionError("free_total said the GPUs exist")
 
     def release(self, placement: Placement) -> None:
-        """Give back the GPUs of a placement."""
+        """Give back the GPUs of a placement (``_set_free`` inlined: this runs once per
+        attempt end)."""
+        buckets, free, largest = self.buckets, self.free, self.largest
         for i, gpus in placement:
+            k = len(gpus)
             fg = self.free_gpus[i]
-            if len(gpus) == 1:
+            if k == 1:
                 insort(fg, gpus[0])
             else:
                 fg.extend(gpus)
                 fg.sort()
-            k = len(gpus)
-            self._set_free(i, self.free[i] + k)
+            old = free[i]
+            new = old + k
+            b = buckets[old]
+            del b[bisect_left(b, i)]
+            insort(buckets[new], i)
+            free[i] = new
+            if new == largest and self.size[i] == largest:
+                insort(self.whole[self.rack[i]], i)
             self.free_total += k
 
     def _set_free(self, i: int, new: int) -> None:
