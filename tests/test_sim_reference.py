@@ -168,7 +168,7 @@ def scenario(draw):
     for i in range(nj):
         n = draw(st.sampled_from([1, 1, 2, 3, 4, 8, 12, 16]).filter(lambda g: g <= total))
         nat = draw(st.integers(1, 3))
-        durs = [draw(st.integers(1, 50)) * 1_000_000 for _ in range(nat)]
+        durs = [draw(st.integers(0, 50)) * 1_000_000 for _ in range(nat)]
         jobs.append(
             (
                 f"j{i:02d}",
