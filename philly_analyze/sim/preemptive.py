@@ -15,6 +15,7 @@ traces, slower than the queue engine on saturated ones (see docs/replay.md).
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, insort
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -62,6 +63,11 @@ class PreemptiveEngine(BaseEngine):
         self.version = [0] * nj
         self.ready_at = [0] * nj
         self.wkey: list[tuple] = [()] * nj
+        self.waiting_gpus = 0
+        #: Keys of the waiting jobs, sorted (each includes the job index: unique).
+        self.wsorted: list[tuple] = []
+        #: LAS queue of each job, kept current by _ready and DEMOTE events.
+        self.lvl = [0] * nj
         self.waiting: set[int] = set()
         #: j -> (row, placement, start, factor)
         self.running: dict[int, tuple[int, Placement, int, float]] = {}
@@ -99,9 +105,12 @@ class PreemptiveEngine(BaseEngine):
                 _, kind, _, j, ver = heapq.heappop(heap)
                 if kind == READY:
                     self._ready(j, now)
-                elif kind == END and ver == self.version[j] and j in self.running:
-                    self._end(j, now)
-                # A DEMOTE needs nothing but the reschedule below.
+                elif ver == self.version[j] and j in self.running:
+                    if kind == END:
+                        self._end(j, now)
+                    else:  # DEMOTE: the job's LAS queue changes; reschedule below
+                        self.lvl[j] = self.level(j, now)
+                        self._push_demote(j, now)
             while ai < nj and self.submit[ai] == now:
                 self.k[ai] = 0
                 self.rem[ai] = self.intr[self.ptr[ai]]
@@ -113,8 +122,12 @@ class PreemptiveEngine(BaseEngine):
 
     def _ready(self, j: int, now: int) -> None:
         self.waiting.add(j)
+        self.waiting_gpus += self.gpus[j]
         self.ready_at[j] = now
-        self.wkey[j] = (*self.cfg.key(self, j, now), self.submit[j], j)
+        if self.cfg.thresholds:
+            self.lvl[j] = self.level(j, now)
+        self.wkey[j] = k = (*self.cfg.key(self, j, now), self.submit[j], j)
+        insort(self.wsorted, k)
 
     def _push(self, t: int, kind: int, j: int) -> None:
         self.seq += 1
@@ -154,22 +167,21 @@ class PreemptiveEngine(BaseEngine):
     def _schedule(self, now: int) -> None:
         if not self.waiting:
             return
-        wkey = self.wkey
-        if sum(self.gpus[j] for j in self.waiting) <= self.fs.free_total:
+        if self.waiting_gpus <= self.fs.free_total:
             # Everyone fits: the greedy admission would choose every job, so no preemption;
             # start the waiting ones in rank order (placement order matters).
-            for *_, j in sorted(wkey[j] for j in self.waiting):
+            for *_, j in list(self.wsorted):
                 self._start(j, now)
             return
         key = self.cfg.key
         submit = self.submit
-        # A waiting job's key does not change while it waits: computed once in _ready.
-        active = [wkey[j] for j in self.waiting]
-        active.extend((*key(self, j, now), submit[j], j) for j in self.running)
-        active.sort()
+        # Waiting keys are fixed while a job waits and kept sorted (wsorted); running jobs'
+        # keys may move (srtf, las demotions), so they are ranked now. Admission walks the
+        # merged order and stops once the cluster is full.
+        running = sorted((*key(self, j, now), submit[j], j) for j in self.running)
         avail = self.fs.cluster.total_gpus
         chosen: list[int] = []
-        for *_, j in active:
+        for *_, j in heapq.merge(self.wsorted, running):
             n = self.gpus[j]
             if n <= avail:
                 chosen.append(j)
@@ -191,6 +203,9 @@ class PreemptiveEngine(BaseEngine):
         pl = self.fs.place_strict(n) or self.fs.place_relaxed(n)
         assert pl is not None, "admission counted the GPUs"
         self.waiting.discard(j)
+        self.waiting_gpus -= n
+        ws = self.wsorted
+        del ws[bisect_left(ws, self.wkey[j])]
         racks = len({self.fs.rack[m] for m, _ in pl})
         f = self.model.factor(n, len(pl), racks) if len(pl) > 1 else 1.0
         end = now + round(self.rem[j] * f)
@@ -198,11 +213,19 @@ class PreemptiveEngine(BaseEngine):
         self.running[j] = (row, pl, now, f)
         self.version[j] += 1
         self._push(end, END, j)
+        self._push_demote(j, now)
+
+    def _push_demote(self, j: int, now: int) -> None:
+        """LAS: an event when running job j's attained service reaches the next threshold
+        (before its end), so its queue changes exactly then."""
         th = self.cfg.thresholds
-        if th:
-            a = self.attained[j]
-            nxt = next((t for t in th if t > a), None)
-            if nxt is not None:
-                t_cross = now + -(-(nxt - a) // n)
-                if t_cross < end:
-                    self._push(t_cross, DEMOTE, j)
+        if not th:
+            return
+        a = self.attained_now(j, now)
+        nxt = next((t for t in th if t > a), None)
+        if nxt is not None:
+            n = self.gpus[j]
+            t_cross = now + -(-(nxt - a) // n)
+            end = self.trace.rows[self.running[j][0]][4]
+            if t_cross < end:
+                self._push(t_cross, DEMOTE, j)

@@ -19,7 +19,7 @@ GPU_HOUR_US = 3600 * 1_000_000
 
 
 def _key(eng: PreemptiveEngine, j: int, now: int) -> tuple[int]:
-    return (eng.level(j, now),)
+    return (eng.lvl[j],)
 
 
 @register
