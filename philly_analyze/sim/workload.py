@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from philly_analyze.schemas import ATTEMPT_OUTCOMES
+
+if TYPE_CHECKING:  # pandas only for from_frame: importing it costs ~0.5 s per process
+    import pandas as pd
 
 #: Outcome codes: index into ``schemas.ATTEMPT_OUTCOMES``; -1 unknown.
 OUTCOME_CODE = {o: i for i, o in enumerate(ATTEMPT_OUTCOMES)}
@@ -149,6 +151,8 @@ class Workload:
         ``duration_s`` (one attempt per job) or ``durations_s`` (a list per job, with optional
         ``outcomes`` lists); optional ``user_id``. ``submit_time`` is a datetime (naive = UTC)
         or seconds since the epoch."""
+        import pandas as pd
+
         sub = df["submit_time"]
         if pd.api.types.is_datetime64_any_dtype(sub):
             ts = pd.to_datetime(sub, utc=True)
