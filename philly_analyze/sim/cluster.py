@@ -202,7 +202,7 @@ class FreeState:
                     fg = self.free_gpus[i]
                     gpus = fg[:n]
                     del fg[:n]
-                    # _set_free(i, f - n) inlined; i is the first of bucket f.
+                    # Move i from bucket f to f - n (i is the first of bucket f).
                     del b[f][0]
                     insort(b[f - n], i)
                     self.free[i] = f - n
@@ -220,11 +220,23 @@ class FreeState:
         return None if n > self.free_total else self._allocate(n, self._relaxed(n))
 
     def _allocate(self, n: int, choice: list[tuple[int, int]]) -> Placement:
+        """Take the chosen GPUs, moving each server to its new free-count bucket (inline:
+        relaxed placements touch many servers)."""
         out: Placement = []
+        buckets, free, largest, free_gpus = self.buckets, self.free, self.largest, self.free_gpus
         for i, take in choice:
-            gpus = self.free_gpus[i][:take]
-            del self.free_gpus[i][:take]
-            self._set_free(i, self.free[i] - take)
+            fg = free_gpus[i]
+            gpus = fg[:take]
+            del fg[:take]
+            old = free[i]
+            new = old - take
+            b = buckets[old]
+            del b[bisect_left(b, i)]
+            insort(buckets[new], i)
+            free[i] = new
+            if old == largest and self.size[i] == largest:
+                w = self.whole[self.rack[i]]
+                del w[bisect_left(w, i)]
             out.append((i, gpus))
         self.free_total -= n
         return out
@@ -260,8 +272,8 @@ class FreeState:
         raise AssertionError("free_total said the GPUs exist")
 
     def release(self, placement: Placement) -> None:
-        """Give back the GPUs of a placement (``_set_free`` inlined: this runs once per
-        attempt end)."""
+        """Give back the GPUs of a placement, moving each server to its new free-count bucket
+        (inline: this runs at every attempt end)."""
         buckets, free, largest = self.buckets, self.free, self.largest
         for i, gpus in placement:
             k = len(gpus)
@@ -280,20 +292,6 @@ class FreeState:
             if new == largest and self.size[i] == largest:
                 insort(self.whole[self.rack[i]], i)
             self.free_total += k
-
-    def _set_free(self, i: int, new: int) -> None:
-        old = self.free[i]
-        b = self.buckets[old]
-        del b[bisect_left(b, i)]
-        insort(self.buckets[new], i)
-        self.free[i] = new
-        largest = self.largest
-        if (old == largest or new == largest) and self.size[i] == largest:
-            w = self.whole[self.rack[i]]
-            if old == largest:
-                del w[bisect_left(w, i)]
-            else:
-                insort(w, i)
 
     def free_array(self) -> np.ndarray:
         """Free GPUs per server as an array (for checks against ``locality.fits_strict``)."""

@@ -62,8 +62,8 @@ class Trace:
     rows: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)
     placement: list[Placement] = field(default_factory=list)
     outcome: list[int] = field(default_factory=list)
-    #: Whether the row was cut short by preemption.
-    preempted: list[bool] = field(default_factory=list)
+    #: Rows cut short by preemption.
+    preempted: set[int] = field(default_factory=set)
     #: VC usage changes (time, vc, delta GPUs), for the waiting-cause split.
     usage: list[tuple[int, int, int]] = field(default_factory=list)
     #: Jobs that never started, and jobs cut short by max_retries.
@@ -78,7 +78,6 @@ class Trace:
         self.rows.append((j, k, ready, now, end, len(pl), intr))
         self.placement.append(pl)
         self.outcome.append(-1)
-        self.preempted.append(False)
         return len(self.rows) - 1
 
 
@@ -376,7 +375,6 @@ class QueueEngine(BaseEngine):
         tr.rows.append((j, k, ready, now, end, len(pl), intr))
         tr.placement.append(pl)
         tr.outcome.append(-1)
-        tr.preempted.append(False)
         self.running[j] = (row, pl)
         self.started[j] = k
         self.used[v] += n

@@ -191,7 +191,7 @@ class PreemptiveEngine(BaseEngine):
         keep = set(chosen)
         for j in [j for j in self.running if j not in keep]:
             row = self._stop(j, now)
-            self.trace.preempted[row] = True
+            self.trace.preempted.add(row)
             self.trace.preemptions += 1
             self._ready(j, now)
         for j in chosen:

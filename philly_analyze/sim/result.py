@@ -112,8 +112,8 @@ def build_result(
     outcome = outcome_names[
         np.where(outcome_codes < 0, len(schemas.ATTEMPT_OUTCOMES), outcome_codes)
     ]
-    preempted = np.asarray(trace.preempted, dtype=bool)
-    outcome[preempted] = "killed"
+    if trace.preempted:
+        outcome[np.fromiter(trace.preempted, np.int64, len(trace.preempted))] = "killed"
     attempts = schemas.conform(
         "attempts",
         {
