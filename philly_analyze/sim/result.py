@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -90,11 +91,7 @@ def build_result(
 ) -> ReplayResult:
     """Turn an engine trace into tables and metrics (vectorised)."""
     nrow = len(trace.rows)
-    cols = (
-        np.asarray(trace.rows, dtype=np.int64).reshape(nrow, 7).T
-        if nrow
-        else np.zeros((7, 0), np.int64)
-    )
+    cols = _int_columns(trace.rows, 7)
     job, _, ready, start, end, servers, intrinsic = cols
     # Output attempt index: rank of the row among its job's rows (rows are in start order).
     order = np.lexsort((start, job))
@@ -179,11 +176,7 @@ def build_result(
         },
     )
     # True waiting causes.
-    usage = (
-        np.asarray(trace.usage, dtype=np.int64).reshape(-1, 3).T
-        if trace.usage
-        else np.zeros((3, 0), np.int64)
-    )
+    usage = _int_columns(trace.usage, 3)
     row_vc = wl.vc[job] if quota_by_vc is not None else np.zeros(nrow, np.int64)
     qarr = np.asarray(quota_by_vc, dtype=np.int64) if quota_by_vc is not None else None
     w_row, w_s, w_e, w_c = waiting_causes(
@@ -252,14 +245,31 @@ def build_result(
     )
 
 
+def _int_columns(rows: list[tuple[int, ...]], width: int) -> np.ndarray:
+    """A list of equal-length int tuples as a (width, len) array (fromiter: no per-row
+    objects)."""
+    flat = np.fromiter(chain.from_iterable(rows), np.int64, len(rows) * width)
+    return flat.reshape(len(rows), width).T
+
+
 def _flatten_placements(pls: list[Placement]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row, server, gpu) arrays, one entry per allocated GPU."""
-    flat = [(r, m, x) for r, pl in enumerate(pls) for m, g in pl for x in g]
-    if not flat:
-        z = np.zeros(0, np.int64)
-        return z, z, z
-    a = np.array(flat, dtype=np.int64)
-    return a[:, 0], a[:, 1], a[:, 2]
+    seg_row: list[int] = []
+    seg_server: list[int] = []
+    seg_len: list[int] = []
+    gpus: list[int] = []
+    for r, pl in enumerate(pls):
+        for m, g in pl:
+            seg_row.append(r)
+            seg_server.append(m)
+            seg_len.append(len(g))
+            gpus += g
+    k = np.asarray(seg_len, dtype=np.int64)
+    return (
+        np.repeat(np.asarray(seg_row, dtype=np.int64), k),
+        np.repeat(np.asarray(seg_server, dtype=np.int64), k),
+        np.asarray(gpus, dtype=np.int64),
+    )
 
 
 def write_result_store(result: ReplayResult, path: str | Path) -> Path:
