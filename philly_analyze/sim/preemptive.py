@@ -178,7 +178,19 @@ class PreemptiveEngine(BaseEngine):
         # Waiting keys are fixed while a job waits and kept sorted (wsorted); running jobs'
         # keys may move (srtf, las demotions), so they are ranked now. Admission walks the
         # merged order and stops once the cluster is full.
-        running = sorted((*key(self, j, now), submit[j], j) for j in self.running)
+        running = [(*key(self, j, now), submit[j], j) for j in self.running]
+        if running and self.wsorted[0] > max(running):
+            # Every running job outranks every waiting one: all stay, and the free GPUs go
+            # to waiting jobs in rank order (what the merged walk below would do).
+            avail = self.fs.free_total
+            for *_, j in list(self.wsorted):
+                if self.gpus[j] <= avail:
+                    avail -= self.gpus[j]
+                    self._start(j, now)
+                    if avail == 0:
+                        break
+            return
+        running.sort()
         avail = self.fs.cluster.total_gpus
         chosen: list[int] = []
         for *_, j in heapq.merge(self.wsorted, running):
