@@ -88,6 +88,8 @@ Examples:
   philly-analyze report --store what-if            # Table 2 etc. of the simulated schedule
   philly-analyze replay --policy philly,fifo,las,srtf --format json > cmp.json
   philly-analyze replay --list-policies
+  philly-analyze replay --store philly-store --policy philly,dedicated,muxflow
+  philly-analyze replay --policy dedicated,muxflow,mps-naive --scenario paper
 """,
 )
 @click.option(
@@ -126,6 +128,12 @@ Examples:
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed handed to policies.")
 @click.option("--list-policies", is_flag=True, help="List policies and their parameters.")
+@click.option(
+    "--scenario",
+    type=click.Choice(["paper"]),
+    help="Sharing policies only (muxflow, dedicated, mps-naive): a built-in scenario instead "
+    "of a store; paper = MuxFlow's deployment, 20,000 online GPUs for one day.",
+)
 @quiet_option()
 def command(
     policy: str,
@@ -137,6 +145,7 @@ def command(
     params: tuple[str, ...],
     seed: int,
     list_policies: bool,
+    scenario: str | None,
     quiet: bool,
 ) -> None:
     """Replay a store's jobs through a simulated cluster under one or more scheduling
@@ -149,7 +158,6 @@ def command(
     from philly_analyze.progress import stderr_console
     from philly_analyze.sim.policies import get_policy
     from philly_analyze.sim.replay import load_inputs, simulate
-    from philly_analyze.sim.result import write_result_store
 
     names = [p.strip() for p in policy.split(",") if p.strip()]
     if not names:
@@ -158,6 +166,14 @@ def command(
         get_policy(n)  # unknown names fail before any work
     per_policy = _parse_params(params, names)
     console = stderr_console()
+    if scenario:
+        from philly_analyze.sim.sharing.policy import run_scenario
+
+        results = _run_all(
+            names, lambda n: run_scenario(n, scenario, per_policy[n], seed), out, quiet, console
+        )
+        _print(results, fmt, f"scenario {scenario}", _ScenarioCluster(results[0][0].machines))
+        return
     wl, cluster, q = load_inputs(store_path, racks, quotas)
     if len(wl) == 0:
         raise UserError(
@@ -171,13 +187,26 @@ def command(
             f"{'s' if len(cluster.rack_names) != 1 else ''})",
             highlight=False,
         )
+    results = _run_all(
+        names, lambda n: simulate(wl, cluster, n, q, per_policy[n], seed), out, quiet, console
+    )
+    _print(results, fmt, store_path, cluster)
+
+
+def _run_all(names: list[str], run: Any, out: Path | None, quiet: bool, console: Any) -> list:
+    """Run each policy (``run(name) -> ReplayResult``), write its store under ``out``."""
+    from philly_analyze.sim.result import write_result_store
+
     results = []
     for name in names:
-        res = simulate(wl, cluster, name, q, per_policy[name], seed)
+        res = run(name)
         target = None
         if out is not None:
             target = out if len(names) == 1 else out / name
             write_result_store(res, target)
+            sharing = getattr(res, "sharing", None)
+            if sharing is not None:  # the sharing model's time series, for figures
+                sharing.save(target)
         results.append((res, target))
         if not quiet:
             console.print(
@@ -187,7 +216,15 @@ def command(
             )
             for note in res.notes:
                 console.print(f"note: {note}", highlight=False)
-    _print(results, fmt, store_path, cluster)
+    return results
+
+
+class _ScenarioCluster:
+    """What ``_print`` shows of the cluster, for a scenario (no store)."""
+
+    def __init__(self, machines: Any) -> None:
+        self.num_machines = machines.num_rows
+        self.total_gpus = int(sum(machines.column("listed_num_gpus").to_pylist()))
 
 
 def _print(results: list, fmt: str, store_path: str, cluster: Any) -> None:
@@ -195,6 +232,9 @@ def _print(results: list, fmt: str, store_path: str, cluster: Any) -> None:
 
     names = [r.policy for r, _ in results]
     keys = [k for k in METRICS if any(k in r.metrics for r, _ in results)]
+    # Policies may report more (the sharing ones: utilization, latency, evictions...).
+    for r, _ in results:
+        keys += [k for k in r.metrics if k not in METRICS and k not in keys]
     if fmt == "json":
         doc = {
             "store": str(store_path),
