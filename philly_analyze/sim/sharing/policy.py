@@ -301,19 +301,21 @@ class SharingPolicy(Policy):
                 )
         elif params["compare_philly"] and len(workload):
             self._compare_philly(workload, cluster, quotas, seed, metrics)
+        per_vc_table = (
+            pa.Table.from_pylist(per_vc) if per_vc else pa.table({"vc": pa.array([], pa.string())})
+        )
         out = ReplayResult(
-            self.name,
-            dict(params),
-            seed,
-            jt,
-            at,
-            pl,
-            machines,
-            WAITING_SCHEMA.empty_table(),
-            metrics,
-            pa.Table.from_pylist(per_vc) if per_vc else pa.table({"vc": pa.array([], pa.string())}),
-            {},
-            notes,
+            policy=self.name,
+            params=dict(params),
+            seed=seed,
+            jobs=jt,
+            attempts=at,
+            placements=pl,
+            machines=machines,
+            waiting=WAITING_SCHEMA.empty_table(),
+            metrics=metrics,
+            per_vc=per_vc_table,
+            notes=notes,
         )
         out.seconds = float(res.timing.get("seconds", 0.0))
         out.sharing = res  # type: ignore[attr-defined]  # the model's own result (timeseries...)
