@@ -92,3 +92,14 @@ def test_invalid_json_and_summary_folder(tmp_path: Path, store_dir: Path) -> Non
     assert "truncated JSON" in by_name["graph.json"]["message"]
     assert by_name["cpu_idle.csv"]["status"] == "skipped"
     assert "cluster summary" in by_name["cpu_idle.csv"]["message"]
+
+
+def test_prose_that_mentions_ganglia_tags_is_not_a_dump(tmp_path: Path, store_dir: Path) -> None:
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "NOTES.md").write_text(
+        '# Notes\n| file | what |\n|---|---|\n| dump.txt | `<GANGLIA_XML VERSION="3.1.2">` |\n'
+    )
+    r = ingest(store_dir, d)
+    assert r.exit_code == 0
+    assert json.loads(r.stdout)["sources"][0]["status"] == "unknown"

@@ -91,9 +91,9 @@ def command(
             o.status
         ]
         rows = sum(o.rows.values())
-        detail = (
-            f"{rows:,} rows" if o.status == "ingested" and (rows or not o.message) else o.message
-        )
+        detail = f"{rows:,} rows" if o.status == "ingested" else o.message
+        if o.status == "ingested" and o.message:
+            detail += f" ({o.message})"
         if o.rejected:
             detail += f", {o.rejected:,} rejected"
         console.print(

@@ -56,6 +56,15 @@ def _text_head(head: bytes, n: int = 4096) -> str:
     return head[:n].decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
 
 
+def _xml_document(text: str, max_junk_lines: int = 5) -> bool:
+    """Whether ``text`` is an XML document, allowing a few lines before it (a ``telnet host
+    8649`` capture starts with ``Trying ...``), but not prose that mentions a tag."""
+    i = text.find("<")
+    if i < 0 or (i > 0 and text[i - 1] != "\n") or text.count("\n", 0, i) > max_junk_lines:
+        return False
+    return text.startswith(("<?xml", "<!DOCTYPE", "<GANGLIA_XML"), i)
+
+
 class _GangliaFormat(Format):
     grouped = True
 
@@ -86,7 +95,7 @@ class GangliaXml(_GangliaFormat):
     description = "Ganglia gmond/gmetad XML dump (<GANGLIA_XML>)"
 
     def sniff(self, name: str, head: bytes) -> bool:
-        return b"<GANGLIA_XML" in head
+        return b"<GANGLIA_XML" in head and _xml_document(_text_head(head))
 
     def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
         return xml.read_gmond(source, sink, ctx.tracker)
