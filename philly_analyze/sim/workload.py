@@ -64,7 +64,13 @@ class Workload:
 
     def subset(self, mask: np.ndarray) -> Workload:
         """The jobs where ``mask`` is true (attempts follow)."""
-        idx = np.flatnonzero(mask)
+        return self.take(np.flatnonzero(mask))
+
+    def take(self, idx: np.ndarray) -> Workload:
+        """The jobs at positions ``idx``, in that order (attempts follow). The caller keeps
+        the (submit time, job id) order the engines expect (``subset`` does; a sweep that
+        perturbs submit times passes the new sort order)."""
+        idx = np.asarray(idx, dtype=np.int64)
         counts = self.num_attempts[idx]
         ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         rows = (

@@ -1,0 +1,295 @@
+"""``philly-analyze sweep``: thin wrapper over ``philly_analyze.sweep.run_sweep``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from philly_analyze.cli.options import quiet_option, store_option
+from philly_analyze.errors import UserError
+
+FORMATS = ("table", "json", "csv")
+
+
+@click.command(
+    "sweep",
+    epilog="""\b
+Examples:
+  philly-analyze sweep --store philly-store --policy philly,relaxed,las \\
+      --param locality_wait_min=0,5,30,120 --seeds 5 --jitter 60 --out sweep-out
+  philly-analyze sweep --policy philly --param max_retries=0,1,3,none --out retries
+  philly-analyze sweep --policy las --param 'thresholds_gpu_h=1,10;0.5,5;2,20' --out las
+  philly-analyze sweep --policy muxflow --param online_ratio=0.5,1,2 --seeds 3 --out mux
+  philly-analyze sweep ... --ray 10.0.0.5:6379      # an existing Ray cluster (or RAY_ADDRESS)
+  philly-analyze sweep ... --ray local               # a private Ray instance on this machine
+  philly-analyze sweep ... --format csv > summary.csv
+
+\b
+Re-running the same command into the same --out skips the runs already there (failed runs
+are retried). Values: comma-separated, or ';'-separated for text parameters (their values
+are comma lists), or a JSON list. Outputs in --out: runs.parquet (one row per run),
+summary.parquet, figures/*.png|svg, report.md.
+""",
+)
+@store_option("Store whose jobs and machines to replay.")
+@click.option(
+    "--policy",
+    "policy",
+    default="philly",
+    show_default=True,
+    help="Policies, separated by commas (see `replay --list-policies`).",
+)
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=V1,V2,...",
+    help="Values of a policy parameter, for every chosen policy that takes it; "
+    "POLICY.KEY=... for one policy. Repeatable.",
+)
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Seeds 0..N-1 per (policy, parameter values).",
+)
+@click.option(
+    "--jitter",
+    "jitter_s",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Move each job's submission by a uniform draw within ±SECONDS, from the seed "
+    "(the queue policies use no randomness: without jitter their seeds are identical).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for the runs table, summary, figures and report (resumable). "
+    "Without it nothing is written.",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    envvar="RAY_ADDRESS",
+    metavar="ADDRESS",
+    help="Run on a Ray cluster: host:port, ray://host:port, auto, or 'local' for a private "
+    "instance on this machine. Env: RAY_ADDRESS. Needs philly-analyze[distributed].",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    help="Local worker processes (default: one per core); CPUs of a --ray local instance.",
+)
+@click.option(
+    "--store-mode",
+    type=click.Choice(["auto", "ship", "shared"]),
+    default="auto",
+    show_default=True,
+    help="ship: send the loaded jobs to workers; shared: workers read --store themselves "
+    "(same path on every node); auto: ship unless larger than --ship-limit-mb.",
+)
+@click.option(
+    "--ship-limit-mb",
+    type=click.FloatRange(min=0),
+    default=512.0,
+    show_default=True,
+    help="Largest inputs (pickled) that auto mode ships.",
+)
+@click.option("--racks", type=click.IntRange(min=1), help="Split the servers into N racks.")
+@click.option(
+    "--quotas",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="VC quota file (CSV vc,gpus or JSON); default: as replay infers them.",
+)
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    help="Metric(s) to show and plot (repeatable or comma-separated); default: the table "
+    "shows JCT, queueing, utilization and makespan, the figures every metric that varies.",
+)
+@click.option(
+    "--confidence",
+    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="Level of the t-intervals across seeds.",
+)
+@click.option(
+    "--import",
+    "imports",
+    multiple=True,
+    metavar="MODULE",
+    help="Import MODULE first, in every worker too (registers custom policies).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="Summary on stdout: a table of mean ± half-width, or json/csv (every metric).",
+)
+@quiet_option()
+def command(
+    store_path: str,
+    policy: str,
+    params: tuple[str, ...],
+    seeds: int,
+    jitter_s: float,
+    out: Path | None,
+    ray_address: str | None,
+    workers: int | None,
+    store_mode: str,
+    ship_limit_mb: float,
+    racks: int | None,
+    quotas: Path | None,
+    metrics: tuple[str, ...],
+    confidence: float,
+    imports: tuple[str, ...],
+    fmt: str,
+    quiet: bool,
+) -> None:
+    """Run many replays of a store: the cross product of policies, parameter values and
+    seeds, in parallel on this machine or on a Ray cluster. Prints the mean of each metric
+    over seeds with its confidence interval; with --out, also writes every run's metrics
+    (Parquet), the summary, a figure of each metric against each parameter, and a report."""
+    from philly_analyze.progress import stderr_console, track
+    from philly_analyze.sweep.run import run_sweep
+    from philly_analyze.sweep.spec import parse_param_args
+
+    console = stderr_console()
+
+    def log(msg: str) -> None:
+        if not quiet:
+            console.print(msg, highlight=False, markup=False, soft_wrap=True)
+
+    chosen = [m.strip() for ms in metrics for m in ms.split(",") if m.strip()]
+    with track("sweep", None, unit="runs", quiet=quiet) as tracker:
+        res = run_sweep(
+            store_path,
+            policy,
+            parse_param_args(params),
+            seeds,
+            out=out,
+            ray=ray_address or None,
+            workers=workers,
+            racks=racks,
+            quotas=quotas,
+            jitter_s=jitter_s,
+            store_mode=store_mode,
+            ship_limit_mb=ship_limit_mb,
+            confidence=confidence,
+            metrics=chosen or None,
+            imports=imports,
+            progress=tracker,
+            log=log,
+        )
+    rate = (
+        f" ({res.executed / res.seconds * 60:,.0f} runs/min)"
+        if res.executed and res.seconds
+        else ""
+    )
+    log(f"{res.executed} runs in {res.seconds:.1f} s{rate} on {res.executor}")
+    for _, r in res.failed.iterrows():
+        log(f"failed: {r['policy']} seed {r['seed']} {_given(r)}: {r['error']}")
+    for note in res.notes:
+        log(f"note: {note}")
+    if res.out is not None:
+        log(f"wrote {res.out}/runs.parquet, summary.parquet, report.md")
+        for f in res.figures:
+            log(f"figure: {f}")
+    _print(res, fmt, chosen, store_path)
+    if len(res.failed):
+        raise UserError(
+            f"{len(res.failed)} of {len(res.runs)} runs failed (listed above"
+            + ("; details in runs.parquet" if res.out else "")
+            + "); run the same command again to retry them"
+        )
+
+
+def _given(row: Any) -> str:
+    from philly_analyze.sweep.spec import PARAM_PREFIX
+
+    bits = [
+        f"{k[len(PARAM_PREFIX) :]}={row[k]}"
+        for k in row.index
+        if k.startswith(PARAM_PREFIX) and not _missing(row[k])
+    ]
+    return " ".join(bits) or "(defaults)"
+
+
+def _missing(v: Any) -> bool:
+    """None, NaN or pandas' NA (a null in a nullable column)."""
+    import pandas as pd
+
+    return v is None or (not isinstance(v, str | bool) and bool(pd.isna(v)))
+
+
+def _plain(v: Any) -> Any:
+    if _missing(v):
+        return None
+    if hasattr(v, "item"):  # numpy scalar
+        v = v.item()
+    if isinstance(v, float):
+        return round(v, 9)
+    return v
+
+
+def _print(res: Any, fmt: str, chosen: list[str], store_path: str) -> None:
+    from philly_analyze.sweep.report import headline, wide
+
+    s = res.summary
+    if fmt == "json":
+        doc = {
+            "store": str(store_path),
+            "inputs_id": res.inputs_id,
+            "out": str(res.out) if res.out else None,
+            "executor": res.executor,
+            "runs": len(res.runs),
+            "executed": res.executed,
+            "skipped": res.skipped,
+            "seconds": round(res.seconds, 3),
+            "failed": [
+                {
+                    "policy": r["policy"],
+                    "seed": int(r["seed"]),
+                    "params": json.loads(r["params_json"]),
+                    "error": r["error"],
+                }
+                for _, r in res.failed.iterrows()
+            ],
+            "summary": [{k: _plain(v) for k, v in row.items()} for row in s.to_dict("records")],
+            "figures": [str(f) for f in res.figures],
+            "notes": res.notes,
+        }
+        click.echo(json.dumps(doc, indent=2))
+        return
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(s.columns)
+        for row in s.itertuples(index=False):
+            w.writerow(["" if _plain(v) is None else _plain(v) for v in row])
+        click.echo(buf.getvalue(), nl=False)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    header, rows = wide(s, headline(s, chosen or None))
+    t = Table(title="sweep: mean over seeds ± half-width of the t-interval", title_justify="left")
+    for i, h in enumerate(header):
+        t.add_column(h, justify="left" if i == 0 else "right")
+    for r in rows:
+        t.add_row(*r)
+    # Piped to a file: one line per row however wide (rich would wrap at 80 columns).
+    Console(file=sys.stdout, width=None if sys.stdout.isatty() else 400).print(t)

@@ -1,0 +1,252 @@
+"""``run_sweep``: expand a sweep, skip the runs already done, execute the rest (local pool or
+Ray), and write the runs table, the summary, the figures and a report."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from philly_analyze.errors import UserError
+from philly_analyze.progress import NullTracker, Tracker
+from philly_analyze.sweep.inputs import (
+    InputHandle,
+    ShippedInputs,
+    StorePath,
+    SweepInputs,
+    read_inputs,
+)
+from philly_analyze.sweep.results import RunsTable, flatten, prepare_out
+from philly_analyze.sweep.spec import SweepSpec, Task
+
+STORE_MODES = ("auto", "ship", "shared")
+#: Inputs up to this size (pickled) are shipped to workers by default; larger ones are read
+#: by each worker from the store path. 512 MB is far above a 100k-job trace (~10 MB) and well
+#: below Ray's default object store (30% of a node's memory).
+DEFAULT_SHIP_LIMIT_MB = 512.0
+SUMMARY_FILE = "summary.parquet"
+FIGURES_DIR = "figures"
+REPORT_FILE = "report.md"
+
+
+@dataclass
+class SweepResult:
+    """What a sweep did. ``runs``: this sweep's rows of the runs table (all its tasks,
+    including those done by an earlier invocation); ``summary``: long summary over seeds."""
+
+    spec: SweepSpec
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+    executed: int
+    skipped: int
+    seconds: float
+    executor: str
+    store_mode: str
+    #: Seconds to connect to (or start) Ray, not included in ``seconds``.
+    startup_seconds: float
+    inputs_id: str
+    out: Path | None = None
+    figures: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> pd.DataFrame:
+        """The failed runs (policy, parameters, seed, error)."""
+        return self.runs[self.runs["status"] != "ok"]
+
+
+def run_sweep(
+    store: str | os.PathLike[str],
+    policies: str | Sequence[str],
+    params: Mapping[str, Any] | None = None,
+    seeds: int | Sequence[int] = 1,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    ray: str | None = None,
+    workers: int | None = None,
+    racks: int | None = None,
+    quotas: str | os.PathLike[str] | None = None,
+    jitter_s: float = 0.0,
+    store_mode: str = "auto",
+    ship_limit_mb: float = DEFAULT_SHIP_LIMIT_MB,
+    confidence: float = 0.95,
+    metrics: Sequence[str] | None = None,
+    imports: Sequence[str] = (),
+    progress: Tracker | None = None,
+    log: Callable[[str], None] | None = None,
+) -> SweepResult:
+    """Run every (policy, parameter values, seed) replay of ``store`` once.
+
+    ``params``: ``KEY`` or ``POLICY.KEY`` -> values (see ``SweepSpec.build``). ``out``: a
+    directory for runs.parquet, summary.parquet, figures/ and report.md; re-running into it
+    skips the runs already there (failed ones are retried); None keeps everything in memory.
+    ``ray``: a Ray address (``host:port``, ``ray://...``, ``auto``, or ``local`` to start a
+    private instance); None runs on ``workers`` local processes (default: one per core).
+    ``jitter_s``: move each job's submission by up to this many seconds, drawn from the seed
+    (so that seeds matter to deterministic policies). ``store_mode``: ``ship`` the loaded
+    inputs to workers, have them read the ``shared`` store path, or ``auto`` (ship up to
+    ``ship_limit_mb``). A run's own failure is recorded in its row, never raised."""
+    from philly_analyze.sweep import executors
+    from philly_analyze.sweep.figures import plot_sweep
+    from philly_analyze.sweep.report import write_report
+    from philly_analyze.sweep.summary import summarize
+
+    say = log or (lambda _m: None)
+    tracker = progress or NullTracker()
+    if store_mode not in STORE_MODES:
+        raise UserError(f"store mode must be one of {', '.join(STORE_MODES)}, got {store_mode!r}")
+    if not 0 < confidence < 1:
+        raise UserError(f"confidence must be between 0 and 1, got {confidence}")
+    spec = SweepSpec.build(policies, params, seeds, jitter_s=jitter_s, imports=imports)
+    inputs = read_inputs(store, racks, quotas)
+    tasks = spec.tasks(inputs.identity)
+    out_path = Path(out) if out is not None else None
+    if out_path is not None:
+        prepare_out(out_path, _spec_doc(spec, store, racks, quotas, inputs, tasks))
+    table = RunsTable(out_path)
+    done = table.done()
+    todo = [t for t in tasks if t.run_id not in done]
+    for line in spec.describe():
+        say(line)
+    workers = workers or executors.default_workers()
+    handle, mode = _handle(inputs, store, racks, store_mode, ship_limit_mb)
+    by_id = {t.run_id: t for t in tasks}
+    t0 = time.perf_counter()
+    counts = {"ok": 0, "failed": 0}
+
+    def on_row(result: dict[str, Any]) -> None:
+        task = by_id[result["run_id"]]
+        table.add(flatten(task, inputs.identity, result))
+        counts[result["status"]] = counts.get(result["status"], 0) + 1
+        tracker.advance(1)
+        tracker.describe(f"sweep ({counts['failed']} failed)" if counts["failed"] else "sweep")
+
+    tracker.update(completed=0, total=len(todo))
+    session = None
+    startup = 0.0
+    try:
+        if ray is not None:
+            session = executors.RaySession.connect(ray, local_cpus=workers)
+            startup = time.perf_counter() - t0
+            t0 += startup
+            where = f"Ray at {ray} ({session.cpus()} CPUs)"
+            say(_plan(len(tasks), len(todo), where, mode, inputs))
+            if todo:
+                if mode == "ship":
+                    handle = session.put(inputs)
+                session.run(handle, todo, on_row)
+        else:
+            n = min(workers, len(todo)) if todo else workers
+            where = f"{n} local worker{'s' if n != 1 else ''}"
+            say(_plan(len(tasks), len(todo), where, mode, inputs))
+            if todo:
+                executors.run_local(handle, todo, n, on_row)
+    finally:
+        if session is not None:
+            session.close()
+        # Even when interrupted: what finished is kept, and the next run resumes from it.
+        whole = table.close()
+    seconds = time.perf_counter() - t0
+    mine = {t.run_id for t in tasks}
+    runs = whole.filter(pa.array([r in mine for r in whole.column("run_id").to_pylist()]))
+    runs_df = _drop_empty(runs.to_pandas(types_mapper=_types))
+    pos = {t.run_id: i for i, t in enumerate(tasks)}  # the sweep's order: policies as given
+    runs_df = runs_df.iloc[np.argsort([pos[r] for r in runs_df["run_id"]], kind="stable")]
+    runs_df = runs_df.reset_index(drop=True)
+    summary = summarize(runs_df, confidence)
+    result = SweepResult(
+        spec,
+        runs_df,
+        summary,
+        len(todo),
+        len(tasks) - len(todo),
+        seconds,
+        where,
+        mode,
+        startup,
+        inputs.identity,
+        out_path,
+    )
+    from philly_analyze.sweep.summary import seed_invariant
+
+    for pol in seed_invariant(summary):
+        result.notes.append(
+            f"{pol}: every seed gave the same metrics (the policy uses no randomness); "
+            "--jitter SECONDS perturbs arrivals per seed"
+        )
+    if out_path is not None:
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pandas(summary, preserve_index=False), out_path / SUMMARY_FILE)
+        ok = summary[summary["runs"] > 0]
+        if len(ok):
+            result.figures = plot_sweep(
+                ok, spec.swept(), out_path / FIGURES_DIR, list(metrics or []) or None, confidence
+            )
+        write_report(result, out_path / "report.md", confidence)
+    return result
+
+
+def _types(t: pa.DataType) -> Any:
+    # Nullable integers stay integers in pandas (counts with a null would become floats).
+    return pd.Int64Dtype() if pa.types.is_integer(t) else None
+
+
+def _drop_empty(df: pd.DataFrame) -> pd.DataFrame:
+    """Columns that only other sweeps in the same output filled (e.g. another policy's
+    metrics) are all-null here: drop them."""
+    from philly_analyze.sweep.results import FIXED
+
+    empty = [c for c in df.columns if c not in FIXED and df[c].isna().all()]
+    return df.drop(columns=empty)
+
+
+def _handle(
+    inputs: SweepInputs, store: Any, racks: int | None, mode: str, limit_mb: float
+) -> tuple[InputHandle, str]:
+    if mode == "auto":
+        size = len(pickle.dumps(inputs, protocol=pickle.HIGHEST_PROTOCOL)) / 1e6
+        mode = "ship" if size <= limit_mb else "shared"
+    if mode == "ship":
+        return ShippedInputs(inputs), mode
+    path = str(Path(store).resolve())
+    return StorePath(path, racks, inputs.quotas, inputs.identity), mode
+
+
+def _plan(total: int, todo: int, where: str, mode: str, inputs: SweepInputs) -> str:
+    done = total - todo
+    how = "inputs shipped to workers" if mode == "ship" else "workers read the store path"
+    return (
+        f"{total} runs ({done} already done, {todo} to run) on {where}; {how}; "
+        f"{len(inputs.workload):,} jobs, {inputs.cluster.total_gpus:,} GPUs, inputs {inputs.identity}"
+    )
+
+
+def _spec_doc(
+    spec: SweepSpec,
+    store: Any,
+    racks: int | None,
+    quotas: Any,
+    inputs: SweepInputs,
+    tasks: list[Task],
+) -> dict[str, Any]:
+    return {
+        "store": str(Path(store).resolve()),
+        "inputs_id": inputs.identity,
+        "racks": racks,
+        "quotas": str(quotas) if quotas is not None else None,
+        "policies": spec.policies,
+        "grid": spec.grid,
+        "seeds": spec.seeds,
+        "jitter_s": spec.jitter_s,
+        "imports": list(spec.imports),
+        "run_ids": [t.run_id for t in tasks],
+    }
