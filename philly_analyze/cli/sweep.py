@@ -117,6 +117,7 @@ summary.parquet, figures/*.png|svg, report.md.
     help="Metric(s) to show and plot (repeatable or comma-separated); default: the table "
     "shows JCT, queueing, utilization and makespan, the figures every metric that varies.",
 )
+@click.option("--no-figures", is_flag=True, help="Do not draw the figures (faster for big grids).")
 @click.option(
     "--confidence",
     type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
@@ -154,6 +155,7 @@ def command(
     racks: int | None,
     quotas: Path | None,
     metrics: tuple[str, ...],
+    no_figures: bool,
     confidence: float,
     imports: tuple[str, ...],
     fmt: str,
@@ -190,6 +192,7 @@ def command(
             ship_limit_mb=ship_limit_mb,
             confidence=confidence,
             metrics=chosen or None,
+            figures=not no_figures,
             imports=imports,
             progress=tracker,
             log=log,

@@ -79,6 +79,7 @@ def run_sweep(
     ship_limit_mb: float = DEFAULT_SHIP_LIMIT_MB,
     confidence: float = 0.95,
     metrics: Sequence[str] | None = None,
+    figures: bool = True,
     imports: Sequence[str] = (),
     progress: Tracker | None = None,
     log: Callable[[str], None] | None = None,
@@ -93,7 +94,8 @@ def run_sweep(
     ``jitter_s``: move each job's submission by up to this many seconds, drawn from the seed
     (so that seeds matter to deterministic policies). ``store_mode``: ``ship`` the loaded
     inputs to workers, have them read the ``shared`` store path, or ``auto`` (ship up to
-    ``ship_limit_mb``). A run's own failure is recorded in its row, never raised."""
+    ``ship_limit_mb``). ``metrics``: those to plot (default: every metric that varies);
+    ``figures=False`` skips drawing. A run's own failure is recorded in its row, never raised."""
     from philly_analyze.sweep import executors
     from philly_analyze.sweep.figures import plot_sweep
     from philly_analyze.sweep.report import write_report
@@ -187,7 +189,7 @@ def run_sweep(
 
         pq.write_table(pa.Table.from_pandas(summary, preserve_index=False), out_path / SUMMARY_FILE)
         ok = summary[summary["runs"] > 0]
-        if len(ok):
+        if figures and len(ok):
             result.figures = plot_sweep(
                 ok, spec.swept(), out_path / FIGURES_DIR, list(metrics or []) or None, confidence
             )
