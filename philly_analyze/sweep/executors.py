@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sys
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -25,6 +26,9 @@ WORKER_DIED = (
     "the worker process running it died (killed, out of memory, or a crash in native code)"
 )
 INSTALL_RAY = "pip install 'philly-analyze[distributed]'"
+#: Set to 0, Ray uses the loopback address as the node's address (its meaning on macOS and
+#: Windows, where it is the default); see ``ray._private.services.get_node_ip_address``.
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 def default_workers() -> int:
@@ -154,6 +158,11 @@ class RaySession:
         """Connect to ``address`` (``host:port``, ``ray://host:port``, ``auto``), or start a
         private single-node instance on the loopback interface for ``local``. A Ray session
         the caller already opened (``ray.init``) is used as is."""
+        if address == "local" and "ray" not in sys.modules:
+            # A private instance serves this process only: keep every Ray server on the
+            # loopback interface. Ray reads this when imported; on Linux it otherwise binds
+            # the node's network address (and its GCS port on all interfaces).
+            os.environ.setdefault(LOOPBACK_ENV, "0")
         ray = import_ray()
         if ray.is_initialized():
             return cls(address, ray, False)
