@@ -42,8 +42,15 @@ finally:
 """
 
 
-def synth_store(path: Path, n_jobs: int = 117_325, days: int = 75, seed: int = 0) -> Path:
-    """Write a synthetic store: machines like Philly's list, jobs and attempts (no starts)."""
+def synth_store(
+    path: Path,
+    n_jobs: int = 117_325,
+    days: int = 75,
+    seed: int = 0,
+    servers: dict[int, int] | None = None,
+) -> Path:
+    """Write a synthetic store: machines like Philly's list (or ``servers``: count of servers
+    per GPU count), jobs and attempts (no starts)."""
     from philly_analyze.sim.cluster import Cluster
     from philly_analyze.store import Store
 
@@ -60,7 +67,7 @@ def synth_store(path: Path, n_jobs: int = 117_325, days: int = 75, seed: int = 0
     vc_share = np.array([30, 18, 12, 9, 7, 6, 4, 3, 3, 2, 2, 2, 1, 1], float)
     vc = rng.choice(len(vc_share), n, p=vc_share / vc_share.sum())
     ids = [f"synth_{i:06d}" for i in range(n)]
-    cluster = Cluster.from_counts({2: 321, 8: 231})
+    cluster = Cluster.from_counts(servers or {2: 321, 8: 231})
     job_of_att = np.repeat(np.arange(n), attempts)
     att_idx = np.concatenate([np.arange(k) for k in attempts])
     # Failed attempts run a fraction of the job's duration before failing.

@@ -262,6 +262,7 @@ def _print(res: Any, fmt: str, chosen: list[str], store_path: str) -> None:
             "executed": res.executed,
             "skipped": res.skipped,
             "seconds": round(res.seconds, 3),
+            "startup_seconds": round(res.startup_seconds, 3),
             "failed": [
                 {
                     "policy": r["policy"],
