@@ -394,3 +394,11 @@ def _split_causes(
         arr[:, 3],
         arr[:, 4].astype(np.int8),
     )
+
+
+def get_scheduler(name: str, cal: Calibration) -> Scheduler:
+    """``builtin``, or ``auto`` (the replay engine's ``philly`` policy when installed, else the
+    built-in scheduler)."""
+    if name in ("auto", "builtin"):
+        return BuiltinScheduler(SchedulerParams.from_calibration(cal))
+    raise ValueError(f"unknown scheduler {name!r}; choose auto or builtin")
