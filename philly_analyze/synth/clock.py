@@ -23,9 +23,7 @@ class Clock:
         hours = -(-(window.seconds + 2 * margin_days * 86400) // 3600) + 1
         starts = self.base + 3600 * np.arange(hours)
         idx = pd.to_datetime(starts, unit="s", utc=True).tz_convert(window.timezone)
-        self.offset = np.array(
-            [int(t.utcoffset().total_seconds()) for t in idx], dtype=np.int64
-        )
+        self.offset = np.array([int(t.utcoffset().total_seconds()) for t in idx], dtype=np.int64)
         abbrev = list(idx.strftime("%Z"))
         names = sorted(set(abbrev))
         self.zone_lut = textfmt.lut(names)
@@ -75,5 +73,5 @@ class Clock:
         off = self.offset[self._hour(e)]
         names = sorted(self.num_offsets)
         off_lut = textfmt.lut([self.num_offsets[o] for o in names])
-        f = self.fields(e, b"T") + [off_lut.take(np.searchsorted(names, off))]
+        f = [*self.fields(e, b"T"), off_lut.take(np.searchsorted(names, off))]
         return textfmt.join_rows(f).decode("ascii").split("\n")[:-1]

@@ -52,10 +52,7 @@ def build_cluster(cal: Calibration, machines: int, rng: np.random.Generator) -> 
         raise ValueError("need at least one machine")
     share8 = c["machines_8gpu"] / (c["machines_8gpu"] + c["machines_2gpu"])
     n8 = round(machines * share8)
-    if machines >= 2:
-        n8 = min(max(n8, 1), machines - 1)
-    else:
-        n8 = 1
+    n8 = min(max(n8, 1), machines - 1) if machines >= 2 else 1
     # Ids with gaps (the real list skips numbers): choose from a slightly larger range.
     pool = int(machines * 1.08) + 1
     numbers = np.sort(rng.choice(pool, size=machines, replace=False))

@@ -23,7 +23,7 @@ import pandas as pd
 from philly_analyze.synth import textfmt
 from philly_analyze.synth.calibration import Calibration
 from philly_analyze.synth.history import History
-from philly_analyze.synth.timeseries import NA, UTIL_DEN, DayMetrics
+from philly_analyze.synth.timeseries import NA, UTIL_DEN, DayMetrics, MinuteModel
 
 HOST_METRICS = ("cpu_user", "cpu_system", "cpu_idle", "mem_total", "mem_free")
 GPU_METRICS = ("util", "mem_util", "fb_memory")
@@ -32,7 +32,9 @@ GPU_METRICS = ("util", "mem_util", "fb_memory")
 def choose_step(cal: Calibration, hist: History) -> int:
     """Seconds per exported row (module docstring)."""
     g = cal.section("ganglia")
-    series = hist.cluster.total_gpus * len(GPU_METRICS) + hist.cluster.num_machines * len(HOST_METRICS)
+    series = hist.cluster.total_gpus * len(GPU_METRICS) + hist.cluster.num_machines * len(
+        HOST_METRICS
+    )
     minutes = -(-hist.horizon // 60)
     for step in g["steps_seconds"]:
         if series * (-(-minutes * 60 // step)) <= g["max_values"]:
@@ -50,34 +52,30 @@ class DaySums:
     count: np.ndarray  # (bins, M) minutes with data
 
 
-def day_sums(day: DayMetrics, step_min: int, gpu_mem_mb: np.ndarray, cpu_system_share: float) -> DaySums:
-    """Per step bin: sums of each metric over the day's minutes in it."""
-    n = day.util.shape[0]
+def day_sums(
+    day: DayMetrics, model: MinuteModel, step_min: int, cpu_system_share: float
+) -> DaySums:
+    """Per step bin: sums of each metric over the day's minutes in it (offline minutes add
+    nothing and are not counted)."""
+    n, machines, slots = day.util.shape
     m = day.m0 + np.arange(n)
     bins = m // step_min
     starts = np.flatnonzero(np.r_[True, bins[1:] != bins[:-1]])
     ok = ~day.offline
-    util = np.where(day.util == NA, 0, day.util).astype(np.float64) / UTIL_DEN
-    frac = np.nan_to_num(day.fb_mb / gpu_mem_mb[None, :, None])
-    mem_util = util * (0.2 + 0.5 * frac)
-    gpu = np.stack([util, mem_util, np.nan_to_num(day.fb_mb)], axis=-1)
-    cpu = np.nan_to_num(day.cpu)
-    host = np.stack(
-        [
-            cpu * (1 - cpu_system_share),
-            cpu * cpu_system_share,
-            np.where(ok, 100.0 - cpu, 0.0),
-            np.where(ok, 1.0, 0.0),  # placeholder, replaced by mem_total per machine below
-            np.nan_to_num(day.mem_free),
-        ],
-        axis=-1,
-    )
-    return DaySums(
-        int(bins[0]),
-        np.add.reduceat(host, starts, axis=0),
-        np.add.reduceat(gpu * ok[:, :, None, None], starts, axis=0),
-        np.add.reduceat(ok.astype(np.int32), starts, axis=0),
-    )
+    util = np.where(day.util == NA, 0, day.util).astype(np.float32) * np.float32(1 / UTIL_DEN)
+    fb = np.nan_to_num(model.fb_mb(day))
+    mem_util = util * (np.float32(0.2) + np.float32(0.5) * fb / model.gpu_mem_mb[None, :, None])
+    gpu = np.empty((len(starts), machines, slots, len(GPU_METRICS)), dtype=np.float32)
+    for k, arr in enumerate((util, mem_util, fb)):
+        gpu[..., k] = np.add.reduceat(arr, starts, axis=0, dtype=np.float64)
+    cpu = np.where(ok, day.cpu, 0.0)
+    host = np.empty((len(starts), machines, len(HOST_METRICS)), dtype=np.float64)
+    host[..., 0] = np.add.reduceat(cpu * (1 - cpu_system_share), starts, axis=0)
+    host[..., 1] = np.add.reduceat(cpu * cpu_system_share, starts, axis=0)
+    host[..., 2] = np.add.reduceat(np.where(ok, 100.0 - cpu, 0.0), starts, axis=0)
+    host[..., 3] = 0.0  # mem_total is constant per machine (written from the cluster)
+    host[..., 4] = np.add.reduceat(np.where(ok, day.mem_free, 0.0), starts, axis=0)
+    return DaySums(int(bins[0]), host, gpu, np.add.reduceat(ok.astype(np.int32), starts, axis=0))
 
 
 @dataclass
@@ -93,7 +91,9 @@ class GangliaAccumulator:
 
     def __post_init__(self) -> None:
         self.host = np.zeros((self.bins, self.machines, len(HOST_METRICS)), dtype=np.float64)
-        self.gpu = np.zeros((self.bins, self.machines, self.slots, len(GPU_METRICS)), dtype=np.float32)
+        self.gpu = np.zeros(
+            (self.bins, self.machines, self.slots, len(GPU_METRICS)), dtype=np.float32
+        )
         self.count = np.zeros((self.bins, self.machines), dtype=np.int32)
 
     def add(self, s: DaySums) -> None:

@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
 
-from philly_analyze.synth import textfmt
 from philly_analyze.synth.clock import Clock
 from philly_analyze.synth.history import R_RUNNING, History
 from philly_analyze.synth.timeseries import UTIL_DEN, DayMetrics
@@ -31,8 +32,6 @@ FILES = (
     "cluster_cpu_util",
     "cluster_mem_util",
 )
-#: Rows formatted at once (bounded memory for the matrices of ``textfmt``).
-ROWS_PER_PIECE = 200_000
 
 
 def write_machine_list(path: Path, hist: History) -> None:
@@ -120,80 +119,63 @@ def util_headers(slots: int) -> tuple[bytes, bytes, bytes]:
     )
 
 
-def util_value_lut() -> textfmt.Lut:
+def util_value_strings() -> pa.Array:
     """Strings of the GPU utilization grid: index 0 is ``NA``, index k+1 is k/30 %, printed
     like Python prints the float (``60.8``, ``99.366666667``, ``100.0``)."""
     out = ["NA"]
     for k in range(100 * UTIL_DEN + 1):
         out.append(f"{k / UTIL_DEN:.1f}" if k % 3 == 0 else repr(round(k / UTIL_DEN, 9)))
-    return textfmt.lut(out)
+    return pa.array(out)
+
+
+def _dict(codes: np.ndarray, values: pa.Array) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32, copy=False)), values)
+
+
+def _csv(columns: dict[str, pa.Array]) -> bytes:
+    """Rows without header, no quoting, nulls as ``NA`` (Arrow's C++ CSV writer)."""
+    buf = pa.BufferOutputStream()
+    pacsv.write_csv(
+        pa.table(columns),
+        buf,
+        pacsv.WriteOptions(
+            include_header=False, quoting_style="none", null_string="NA", batch_size=65536
+        ),
+    )
+    return buf.getvalue().to_pybytes()
 
 
 def format_day(
     day: DayMetrics,
     hist: History,
     clock: Clock,
-    value_lut: textfmt.Lut,
-    id_lut: textfmt.Lut,
+    value_strings: pa.Array,
+    machine_ids: pa.Array,
 ) -> tuple[bytes, bytes, bytes]:
     """The three CSVs' rows for one day of metrics (minute-major, machines in id order). A
     machine's first minute back after an outage reports ``mem_total`` 0 (a real quirk)."""
     n, machines, slots = day.util.shape
     t0 = hist.window.start_epoch
-    times = textfmt.lut(clock.strings(t0 + 60 * (day.m0 + np.arange(n)), with_zone=True))
-    util = day.util.reshape(n * machines, slots).astype(np.int32) + 1  # NA -> 0
-    util[util < 0] = 0
-    cpu = day.cpu.ravel()
-    free = day.mem_free.ravel()
-    total = np.broadcast_to(hist.cluster.host_mem_kb[None, :], (n, machines)).ravel()
-    zero = day.reboot.ravel()
-    gpu_parts, cpu_parts, mem_parts = [], [], []
+    times = pa.array(clock.strings(t0 + 60 * (day.m0 + np.arange(n)), with_zone=True))
     rows = n * machines
-    for lo in range(0, rows, ROWS_PER_PIECE):
-        hi = min(rows, lo + ROWS_PER_PIECE)
-        r = np.arange(lo, hi)
-        t_blk = times.take(r // machines)
-        m_blk = id_lut.take(r % machines)
-        fields: list[textfmt.Block | bytes] = [t_blk, b",", m_blk]
-        for g in range(slots):
-            fields += [b",", value_lut.take(util[lo:hi, g])]
-        fields.append(b",")
-        gpu_parts.append(textfmt.join_rows(fields))
-        c = cpu[lo:hi]
-        c_ok = ~np.isnan(c)
-        cpu_parts.append(
-            _with_na([t_blk, b",", m_blk, b","], textfmt.decimal(np.where(c_ok, c, 0), 3), c_ok)
-        )
-        f = free[lo:hi]
-        f_ok = ~np.isnan(f)
-        z = zero[lo:hi]
-        tot = np.where(z, 0.0, total[lo:hi])
-        fr = np.where(z | ~f_ok, 0.0, f)
-        mem_parts.append(
-            _with_na(
-                [t_blk, b",", m_blk, b","],
-                (textfmt.decimal(tot, 1), textfmt.decimal(fr, 4)),
-                f_ok | z,
-            )
-        )
-    return b"".join(gpu_parts), b"".join(cpu_parts), b"".join(mem_parts)
-
-
-def _with_na(
-    prefix: list[textfmt.Block | bytes],
-    values: textfmt.Block | tuple[textfmt.Block, ...],
-    ok: np.ndarray,
-) -> bytes:
-    """Rows ``prefix + values`` where ``ok``, else ``prefix`` + ``NA`` for each value."""
-    vals = values if isinstance(values, tuple) else (values,)
-    fields: list[textfmt.Block | bytes] = list(prefix)
-    for i, v in enumerate(vals):
-        data = v.data.copy()
-        mask = v.mask.copy()
-        data[~ok, :2] = np.frombuffer(b"NA", dtype=np.uint8)
-        mask[~ok] = False
-        mask[~ok, :2] = True
-        if i:
-            fields.append(b",")
-        fields.append(textfmt.Block(data, mask))
-    return textfmt.join_rows(fields)
+    t_col = _dict(np.repeat(np.arange(n), machines), times)
+    m_col = _dict(np.tile(np.arange(machines), n), machine_ids)
+    util = day.util.reshape(rows, slots).astype(np.int32) + 1  # NA (-1) -> index 0
+    gpu: dict[str, pa.Array] = {"time": t_col, "machine": m_col}
+    for g in range(slots):
+        gpu[f"g{g}"] = _dict(util[:, g], value_strings)
+    gpu["trailing"] = _dict(np.zeros(rows, dtype=np.int32), pa.array([""]))
+    off = day.offline.ravel()
+    cpu = pa.array(np.round(day.cpu.ravel(), 3), mask=off)
+    zero = day.reboot.ravel()
+    totals = pa.array([f"{v:.1f}" for v in hist.cluster.host_mem_kb] + ["0.0"])
+    tot_idx = np.where(zero, machines, np.tile(np.arange(machines), n))
+    tot = pa.DictionaryArray.from_arrays(
+        pa.array(tot_idx.astype(np.int32), mask=off & ~zero), totals
+    )
+    free = pa.array(np.where(zero, 0.0, np.round(day.mem_free.ravel(), 4)), mask=off & ~zero)
+    return (
+        _csv(gpu),
+        _csv({"time": t_col, "machine": m_col, "cpu": cpu}),
+        _csv({"time": t_col, "machine": m_col, "total": tot, "free": free}),
+    )

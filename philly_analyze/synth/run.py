@@ -20,11 +20,13 @@ import multiprocessing
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from philly_analyze import __version__
 from philly_analyze.synth import calibration, history, render_ganglia, render_philly, truth
@@ -55,6 +57,8 @@ class SynthConfig:
     timezone: str = DEFAULT_TIMEZONE
     workers: int = 2
     scheduler: str = "auto"
+    #: Ganglia export step in seconds; None = the finest default RRA step under the size cap.
+    ganglia_step: int | None = None
 
 
 @dataclass
@@ -98,7 +102,11 @@ def synthesize(out: Path, config: SynthConfig, progress: Progress | None = None)
         say("writing the job log and machine list")
         render_philly.write_machine_list(out / "cluster_machine_list", hist)
         render_philly.write_job_log(out / "cluster_job_log", hist, clock, rngs[4])
-    step = render_ganglia.choose_step(cal, hist) if "ganglia" in config.formats else 0
+    step = 0
+    if "ganglia" in config.formats:
+        step = config.ganglia_step or render_ganglia.choose_step(cal, hist)
+        if step % 60:
+            raise ValueError("the Ganglia step must be a whole number of minutes")
     if "philly" in config.formats or "ganglia" in config.formats:
         say("writing per-minute metrics")
         model = MinuteModel(hist, cal, int(seeds[5].generate_state(1)[0]))
@@ -157,7 +165,7 @@ def _render_day(d: int) -> tuple[bytes, bytes, bytes, Any]:
         csv = render_philly.format_day(day, s["hist"], s["clock"], s["values"], s["ids"])
     sums = None
     if s["step_min"]:
-        sums = render_ganglia.day_sums(day, s["step_min"], s["gpu_mem_mb"], s["cpu_sys"])
+        sums = render_ganglia.day_sums(day, s["model"], s["step_min"], s["cpu_sys"])
     return (*csv, sums)
 
 
@@ -177,10 +185,9 @@ def _minute_pass(
         hist=hist,
         clock=clock,
         philly=philly,
-        values=render_philly.util_value_lut(),
-        ids=render_philly.textfmt.lut(list(hist.cluster.machine_ids)),
+        values=render_philly.util_value_strings(),
+        ids=pa.array(list(hist.cluster.machine_ids)),
         step_min=step // 60,
-        gpu_mem_mb=model.gpu_mem_mb,
         cpu_sys=float(cal.section("host")["cpu_system_share"]),
     )
     acc = None
@@ -188,24 +195,21 @@ def _minute_pass(
         bins = -(-model.minutes // (step // 60))
         acc = render_ganglia.GangliaAccumulator(bins, model.machines, model.slots)
     names = ("cluster_gpu_util", "cluster_cpu_util", "cluster_mem_util")
-    files = [open(out / n, "wb") if philly else None for n in names]
-    try:
+    with ExitStack() as stack:
+        files = [stack.enter_context(open(out / n, "wb")) if philly else None for n in names]
         for f, head in zip(files, render_philly.util_headers(model.slots), strict=True):
             if f:
                 f.write(head)
         days = range(model.days)
-        if config.workers > 1 and model.days > 1:
-            ctx = multiprocessing.get_context("fork")
-            with ctx.Pool(min(config.workers, model.days)) as pool:
-                results = pool.imap(_render_day, days)
-                _consume(results, files, acc)
-        else:
-            _consume(map(_render_day, days), files, acc)
-    finally:
-        for f in files:
-            if f:
-                f.close()
-        _STATE.clear()
+        try:
+            if config.workers > 1 and model.days > 1:
+                ctx = multiprocessing.get_context("fork")
+                with ctx.Pool(min(config.workers, model.days)) as pool:
+                    _consume(pool.imap(_render_day, days), files, acc)
+            else:
+                _consume(map(_render_day, days), files, acc)
+        finally:
+            _STATE.clear()
     return acc
 
 

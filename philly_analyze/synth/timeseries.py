@@ -38,7 +38,6 @@ class DayMetrics:
     util: np.ndarray  # int16 (n, M, G) in 1/30 %, NA for offline or absent GPUs
     cpu: np.ndarray  # float64 (n, M) percent, NaN offline
     mem_free: np.ndarray  # float64 (n, M) KB, NaN offline
-    fb_mb: np.ndarray  # float32 (n, M, G) GPU memory used (MB), NaN offline/absent
     offline: np.ndarray  # bool (n, M)
     reboot: np.ndarray  # bool (n, M): first minute back after an outage
     pid: np.ndarray  # int32 (n, M, G): index of the placement holding the GPU, -1 idle
@@ -70,7 +69,9 @@ class MinuteModel:
         # Share of the GPU's memory a job uses (constant over the placement).
         self.p_fb = rng.uniform(0.25, 0.95, len(self.p_start)).astype(np.float32)
         noise = cal.section("utilization", "noise")
-        self.pool = _value_pool(float(noise["minute_concentration"]), float(noise["long_decimal_share"]))
+        self.pool = _value_pool(
+            float(noise["minute_concentration"]), float(noise["long_decimal_share"])
+        )
         self.present = np.arange(self.slots)[None, :] < cl.gpus[:, None]  # (M, G)
         self.gpu_mem_mb = (cl.gpu_mem_gb * 1024).astype(np.float32)
         self.host = cal.section("host")
@@ -92,17 +93,21 @@ class MinuteModel:
         rng = np.random.default_rng([self.seed, _SALT, d])
         hi = int(np.searchsorted(self.p_start, m0 + n, "left"))
         sel = np.flatnonzero(self.p_end[:hi] > m0)
-        # Placement id + 1 holding each GPU each minute (GPUs are never double-booked).
-        diff = np.zeros((n + 1, M * G), dtype=np.int32)
+        # Placement index holding each GPU each minute, -1 idle (never double-booked): fill
+        # every placement's minutes at once in a (cell, minute) layout.
         a = np.maximum(self.p_start[sel] - m0, 0)
         b = np.minimum(self.p_end[sel] - m0, n)
-        np.add.at(diff, (a, self.p_cell[sel]), sel + 1)
-        np.add.at(diff, (b, self.p_cell[sel]), -(sel + 1))
-        pid = np.cumsum(diff[:n], axis=0).reshape(n, M, G) - 1
+        lens = b - a
+        owner = np.repeat(sel, lens)
+        first = np.repeat(self.p_cell[sel] * n + a - np.cumsum(lens) + lens, lens)
+        pid_t = np.full(M * G * n, -1, dtype=np.int32)
+        pid_t[first + np.arange(len(owner))] = owner
+        pid = np.ascontiguousarray(pid_t.reshape(M * G, n).T).reshape(n, M, G)
         busy = pid >= 0
-        level = np.where(busy, self.p_level[np.maximum(pid, 0)], 0)
+        held = np.maximum(pid, 0)
         r = rng.integers(0, POOL, size=(n, M, G), dtype=np.uint8)
-        util = np.where(busy, self.pool[level, r], 0).astype(np.int16)
+        flat = self.p_level[held].astype(np.int32) * POOL + r
+        util = np.where(busy, self.pool.ravel()[flat], 0).astype(np.int16)
         off = np.zeros((n, M), dtype=bool)
         back = np.zeros((n, M), dtype=bool)
         for mi, s, e in self.offline:
@@ -113,8 +118,6 @@ class MinuteModel:
         back &= ~off
         absent = ~self.present[None, :, :] | off[:, :, None]
         util[absent] = NA
-        fb = np.where(busy, self.p_fb[np.maximum(pid, 0)], 0.0) * self.gpu_mem_mb[None, :, None]
-        fb = np.where(absent, np.nan, fb + np.where(busy, 0.0, 2.0)).astype(np.float32)
         # Host metrics from the machine's GPUs.
         ngpu = self.present.sum(axis=1)
         mean_util = np.where(busy, util, 0).sum(axis=2) / UTIL_DEN / ngpu[None, :]
@@ -127,7 +130,15 @@ class MinuteModel:
         mem_free = self.mem_total[None, :] * (1.0 - used)
         cpu[off] = np.nan
         mem_free[off] = np.nan
-        return DayMetrics(m0, util, cpu, mem_free, fb, off, back, pid)
+        return DayMetrics(m0, util, cpu, mem_free, off, back, pid)
+
+    def fb_mb(self, day: DayMetrics) -> np.ndarray:
+        """GPU memory used (MB) per minute and GPU: the holding job's share of the GPU's
+        memory, 2 MB when idle, NaN when offline or absent."""
+        busy = day.pid >= 0
+        fb = np.where(busy, self.p_fb[np.maximum(day.pid, 0)], 0.0) * self.gpu_mem_mb[None, :, None]
+        fb = fb + np.where(busy, 0.0, 2.0)
+        return np.where(day.util == NA, np.nan, fb).astype(np.float32)
 
 
 def _value_pool(kappa: float, long_share: float) -> np.ndarray:

@@ -60,9 +60,7 @@ def write_truth(out: Path, cal: Calibration, hist: History) -> list[Path]:
     done_cancel = (sch.cancel_time >= 0) & (sch.cancel_time < hist.horizon)
     finished = (has & (n_real == wl.num_attempts) & (last_end >= 0)) | done_cancel
     censored = ~finished
-    cancel = np.where(
-        done_cancel, np.where(wl.withdraw >= 0, "withdrawn", "impatient"), None
-    )
+    cancel = np.where(done_cancel, np.where(wl.withdraw >= 0, "withdrawn", "impatient"), None)
     c = hist.curves
     files = [
         _write(
@@ -74,7 +72,9 @@ def write_truth(out: Path, cal: Calibration, hist: History) -> list[Path]:
                 "status": [STATUS_NAMES[s] for s in wl.status],
                 "num_gpus": wl.gpus,
                 "submit_time": _ts(hist, wl.submit),
-                "first_start": _ts(hist, np.where(has, hist.ra_start[np.maximum(first, 0)], 0), has),
+                "first_start": _ts(
+                    hist, np.where(has, hist.ra_start[np.maximum(first, 0)], 0), has
+                ),
                 "last_end": _ts(hist, np.maximum(last_end, 0), has & (last_end >= 0)),
                 "num_attempts": n_real.astype(np.int32),
                 "censored": censored,
@@ -175,4 +175,3 @@ def write_truth(out: Path, cal: Calibration, hist: History) -> list[Path]:
         )
     )
     return files
-

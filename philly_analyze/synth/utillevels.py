@@ -84,10 +84,8 @@ def job_levels(
             meas = sel & measurable
             if not meas.any():
                 continue
-            if c < len(sizes) and sizes[c] == 16:
-                goal = target[c, st]
-            else:
-                goal = mean[meas].mean()
+            is16 = c < len(sizes) and sizes[c] == 16
+            goal = target[c, st] if is16 else mean[meas].mean()
             level[sel] = _rescale(level[sel], meas[sel], goal)
     return level
 

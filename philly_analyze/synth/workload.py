@@ -109,7 +109,9 @@ def sample_workload(
     vc_names = hex_names(rng, len(shares))
     n_users = max(
         len(shares),
-        round(wl["users"]["users_at_full_scale"] * (num_jobs / wl["users"]["full_scale_jobs"]) ** 0.5),
+        round(
+            wl["users"]["users_at_full_scale"] * (num_jobs / wl["users"]["full_scale_jobs"]) ** 0.5
+        ),
     )
     users_per_vc = np.maximum(1, np.floor(shares * (n_users - len(shares)) + 1).astype(int))
     user_names = hex_names(rng, int(users_per_vc.sum()))
@@ -149,7 +151,9 @@ def sample_workload(
     is_last = att_idx == n_att[att_job] - 1
     outcome = np.full(total, A_FAILED, dtype=np.int8)
     st_last = status[att_job[is_last]]
-    outcome[is_last] = np.where(st_last == PASSED, A_PASSED, np.where(st_last == KILLED, A_KILLED, A_FAILED))
+    outcome[is_last] = np.where(
+        st_last == PASSED, A_PASSED, np.where(st_last == KILLED, A_KILLED, A_FAILED)
+    )
     failed = outcome == A_FAILED
     reason = np.full(total, -1, dtype=np.int16)
     reason[failed] = _reasons(cal, gpus[att_job[failed]], att_idx[failed], rng)
@@ -168,7 +172,8 @@ def sample_workload(
     canc = wl["cancel"]
     impatient = rng.random(num_jobs) < canc["impatient_share"]
     pat = np.exp(
-        np.log(canc["patience_median_minutes"] * 60) + canc["patience_sigma"] * rng.standard_normal(num_jobs)
+        np.log(canc["patience_median_minutes"] * 60)
+        + canc["patience_sigma"] * rng.standard_normal(num_jobs)
     )
     patience = np.where(impatient, np.maximum(pat, 60).astype(np.int64), -1)
     held = rng.random(num_jobs) < canc["withdrawn_share"]
@@ -202,7 +207,7 @@ def sample_workload(
 
 def _groups(arr: dict, num_jobs: int, rng: np.random.Generator) -> np.ndarray:
     """Group sizes (1 = a single job, more = a sweep), summing to ``num_jobs``, shuffled."""
-    in_bursts = int(round(num_jobs * arr["burst_share"]))
+    in_bursts = round(num_jobs * arr["burst_share"])
     mean_extra = max(arr["burst_mean_jobs"] - 2, 0.0)
     sizes: list[np.ndarray] = []
     left = in_bursts
