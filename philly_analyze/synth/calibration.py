@@ -205,6 +205,17 @@ def _status_mix(
         e = (sizes == s).astype(float)
         p, kl, un = ut["passed"][i], ut["killed"][i], ut["unsuccessful"][i]
         add(e * (un - p) / 100, e * (kl - p) / 100, (ut["all_sizes"][i] - p) / 100, 1.5)
+    # Table 3's "all sizes" row: the job-weighted mean over sizes of each status column. Sizes
+    # without a cell are assumed at the row's value (they add nothing to the residual).
+    st_cols = (("passed", None), ("killed", "k"), ("unsuccessful", "u"))
+    for col, var in st_cols:
+        if var is None:
+            continue
+        w = np.zeros(k)
+        for s_, i in t3.items():
+            w[sizes == s_] = (ut[col][i] - ut[f"all_{col}"]) / 100
+        coef = size_probs * w
+        add(coef if var == "u" else zero, coef if var == "k" else zero, 0.0, 6.0)
     # Weak ties for sizes without a Table 3 cell: their bucket's rate, the overall killed share.
     for i in range(k):
         e = np.zeros(k)

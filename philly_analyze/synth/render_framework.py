@@ -19,6 +19,7 @@ The loss printed for epoch ``e`` is the ground truth's (``ground_truth/loss.parq
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +64,7 @@ def write_framework(
         np.searchsorted(ep_att_sorted, hist.ra, side="right"),
     )
     pick = rng.random(len(hist.ra))
+    root = str(out)
     files: list[Path] = []
     for i in range(len(hist.ra)):
         j = int(hist.ra_job[i])
@@ -104,12 +106,12 @@ def write_framework(
                 if fw == "cntk"
                 else "Received SIGTERM, exiting"
             )
-        d = out / hist.job_ids[j] / f"attempt_{int(hist.ra_idx[i])}"
-        d.mkdir(parents=True, exist_ok=True)
-        path = d / "stdout.txt"
+        d = os.path.join(root, hist.job_ids[j], f"attempt_{int(hist.ra_idx[i])}")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "stdout.txt")
         with open(path, "w", newline="") as f:
             f.write("\n".join(lines) + "\n")
-        files.append(path)
+        files.append(Path(path))
     return files
 
 
@@ -145,11 +147,13 @@ def _banner(fw: str, stamp: str, gpus: int) -> list[str]:
 def _progress(fw: str, e: int, planned: int, loss: float, stamp: str) -> list[str]:
     if fw == "cntk":
         t = _cntk_stamp(stamp)
-        mb = loss * 1.0004
-        return [
-            f"{t}:  Epoch[{e:2d} of {planned}]-Minibatch[   1- 100, 50.00%]: ce = {mb:.8f} * 25600; errs = {min(99.0, 40.0 * loss):.3f}% * 25600; time = 10.2874s; samplesPerSecond = 2488.5",
-            f"{t}: Finished Epoch[{e:2d} of {planned}]: [Training] ce = {loss:.8f} * 51200; errs = {min(99.0, 40.0 * loss):.3f}% * 51200; totalSamplesSeen = {51200 * e}; learningRatePerSample = 0.0099999998; epochTime=20.5371s",
-        ]
+        errs = min(99.0, 40.0 * loss)
+        done = f"{t}: Finished Epoch[{e:2d} of {planned}]: [Training] ce = {loss:.8f} * 51200; errs = {errs:.3f}% * 51200; totalSamplesSeen = {51200 * e}; learningRatePerSample = 0.0099999998; epochTime=20.5371s"
+        if e % 10 != 1:
+            return [done]
+        # A minibatch progress line now and then (CNTK prints them every N minibatches).
+        mb = f"{t}:  Epoch[{e:2d} of {planned}]-Minibatch[   1- 100, 50.00%]: ce = {loss * 1.0004:.8f} * 25600; errs = {errs:.3f}% * 25600; time = 10.2874s; samplesPerSecond = 2488.5"
+        return [mb, done]
     if fw == "tensorflow":
         step = e * TF_STEPS_PER_EPOCH
         out = [f"INFO:tensorflow:loss = {loss:.6g}, step = {step} (41.080 sec)"]

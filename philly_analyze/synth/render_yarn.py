@@ -79,10 +79,11 @@ def write_yarn(
         in_file += len(batch)
         batch.clear()
 
+    per_flush = min(20000, roll)
     try:
         for t, msg in _merged(hist, y, rng):
             batch.append((t, msg))
-            if len(batch) >= min(20000, roll):
+            if len(batch) >= per_flush:
                 flush()
         flush()
     finally:

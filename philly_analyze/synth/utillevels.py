@@ -54,7 +54,7 @@ def job_levels(
         if other.any():
             known = in_st & (cell_size < len(sizes))
             total = all_row[st] * in_st.sum() - t3[cell_size[known], st].sum()
-            target[len(sizes), st] = np.clip(total / other.sum(), 10.0, 90.0)
+            target[len(sizes), st] = np.clip(total / other.sum(), 5.0, 95.0)
         else:
             target[len(sizes), st] = all_row[st]
     mean = target[cell_size, np.clip(status, 0, 2)].copy()

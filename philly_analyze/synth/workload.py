@@ -47,8 +47,14 @@ class Window:
 
     @classmethod
     def from_date(cls, start: str, days: float, timezone: str) -> Window:
-        t0 = pd.Timestamp(start).tz_localize(timezone).tz_convert("UTC")
-        return cls(int(t0.timestamp()), round(days * 86400), timezone)
+        """From local midnight of ``start`` to the same wall-clock time ``days`` later (a day
+        with a clock change lasts 23 or 25 hours)."""
+        naive = pd.Timestamp(start)
+        t0 = naive.tz_localize(timezone)
+        t1 = (naive + pd.Timedelta(days=days)).tz_localize(
+            timezone, ambiguous=True, nonexistent="shift_forward"
+        )
+        return cls(int(t0.timestamp()), int((t1 - t0).total_seconds()), timezone)
 
 
 @dataclass
@@ -168,15 +174,17 @@ def sample_workload(
     raw[fin] = duration_quantile(
         cal, bucket_of(gpus[att_job[fin]], FIG9_BUCKETS), rng.random(int(fin.sum()))
     )
-    duration, scales = _scale_durations(cal, cluster, window, raw, att_job, outcome, gpus, status)
     canc = wl["cancel"]
+    held = rng.random(num_jobs) < canc["withdrawn_share"]
+    duration, scales = _scale_durations(
+        cal, cluster, window, raw, att_job, outcome, gpus, status, submit, ~held
+    )
     impatient = rng.random(num_jobs) < canc["impatient_share"]
     pat = np.exp(
         np.log(canc["patience_median_minutes"] * 60)
         + canc["patience_sigma"] * rng.standard_normal(num_jobs)
     )
     patience = np.where(impatient, np.maximum(pat, 60).astype(np.int64), -1)
-    held = rng.random(num_jobs) < canc["withdrawn_share"]
     hold = np.exp(np.log(canc["withdraw_median_minutes"] * 60) + rng.standard_normal(num_jobs))
     withdraw = np.where(held, np.maximum(hold, 5).astype(np.int64), -1)
     status = np.where(held, KILLED, status).astype(np.int8)
@@ -238,7 +246,10 @@ def _arrival_times(arr: dict, window: Window, n: int, rng: np.random.Generator) 
     hours = -(-window.seconds // 3600)
     starts = window.start_epoch + 3600 * np.arange(hours)
     local = pd.DatetimeIndex(pd.to_datetime(starts, unit="s", utc=True)).tz_convert(window.timezone)
-    w = np.asarray(arr["hour_of_day"])[local.hour] * np.asarray(arr["day_of_week"])[local.dayofweek]
+    w = (
+        np.asarray(arr["hour_of_day"])[local.hour]
+        * np.asarray(arr["day_of_week"])[local.day_of_week]
+    )
     # The last slot may be partial.
     w[-1] *= (window.seconds - 3600 * (hours - 1)) / 3600
     slot = rng.choice(hours, size=n, p=w / w.sum())
@@ -295,11 +306,17 @@ def _scale_durations(
     outcome: np.ndarray,
     gpus: np.ndarray,
     status: np.ndarray,
+    submit: np.ndarray,
+    runs: np.ndarray,
 ) -> tuple[np.ndarray, dict[str, float]]:
-    """Scale raw run times so GPU time = offered load and Table 6's shares hold.
+    """Scale raw run times so the offered GPU time is the target load and Table 6's GPU-time
+    shares hold among the jobs that will finish inside the window.
 
     Three factors: passed final attempts, killed final attempts, failed attempts (all jobs).
-    Capping long attempts changes the totals, so the solve is repeated a few times."""
+    Jobs that cannot finish in the window (their run time from submission passes its end) are
+    left out of the shares, as an analysis of the output must leave them out (long killed jobs
+    would otherwise be under-represented). Solved by damped fixed-point iteration; ``runs``
+    masks the jobs that will be scheduled at all."""
     d = cal.section("workload", "durations")
     share = cal.section("status", "gpu_time_pct")
     s = np.array([share["passed"], share["killed"], share["unsuccessful"]]) / 100.0
@@ -309,31 +326,34 @@ def _scale_durations(
     cap = min(d["max_days"] * 86400.0, d["max_fraction_of_window"] * window.seconds)
     floor_fin = float(d["min_seconds"])
     floor_fail = float(cal.section("failures")["min_seconds"])
-    n = gpus[att_job].astype(float)
+    floors = np.where(outcome == A_FAILED, floor_fail, floor_fin)
+    live = runs[att_job]
+    n = gpus[att_job].astype(float) * live
     jst = status[att_job]
     cls = np.where(outcome == A_FAILED, 2, outcome)  # 0 passed final, 1 killed final, 2 failed
     f = np.ones(3)
-    dur = raw.copy()
-    for _ in range(8):
-        dur = np.clip(raw * f[cls], np.where(cls == 2, floor_fail, floor_fin), cap)
-        gt = n * dur
-        # GPU time by (job status, attempt class).
-        fail_by_status = np.bincount(jst[cls == 2], weights=gt[cls == 2], minlength=3)
-        fin = np.bincount(cls[cls < 2], weights=gt[cls < 2], minlength=2)
-        if fail_by_status[2] <= 0 or (fin <= 0).any():
+
+    def durations(f: np.ndarray) -> np.ndarray:
+        return np.clip(raw * f[cls], floors, cap)
+
+    for _ in range(60):
+        gt = n * durations(f)
+        f *= target / max(gt.sum(), 1e-9)
+        dur = durations(f)
+        finish = submit + np.bincount(att_job, weights=dur, minlength=len(submit))
+        done = (finish <= window.seconds)[att_job] & live
+        by_status = np.bincount(jst[done], weights=(n * dur)[done], minlength=3)
+        if (by_status <= 0).any():
             break
-        mu = s[2] * target / fail_by_status[2]
-        new = np.array(
-            [
-                (s[0] * target - mu * fail_by_status[0]) / fin[0],
-                (s[1] * target - mu * fail_by_status[1]) / fin[1],
-                mu,
-            ]
-        )
-        new = np.maximum(new, 1e-3)
-        f = f * new
-        if np.abs(new - 1).max() < 1e-3:
+        adj = (s / (by_status / by_status.sum())) ** 0.8
+        f *= adj
+        # Small windows cannot always meet the shares: keep the factors within plausible
+        # ratios (killed runs 0.5-10x passed ones, failures 0.1-10x) rather than degenerate.
+        f[1] = np.clip(f[1], 0.5 * f[0], 10 * f[0])
+        f[2] = np.clip(f[2], 0.1 * f[0], 10 * f[0])
+        if np.abs(adj - 1).max() < 2e-4:
             break
-    dur = np.clip(raw * f[cls], np.where(cls == 2, floor_fail, floor_fin), cap)
+    f *= target / max((n * durations(f)).sum(), 1e-9)
+    dur = durations(f)
     scales = {"passed_final": float(f[0]), "killed_final": float(f[1]), "failed": float(f[2])}
     return np.round(dur).astype(np.int64), scales
