@@ -7,6 +7,7 @@ Python formatting, or are worked out by hand; never from the synthesizer's own c
 from __future__ import annotations
 
 import csv
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -170,7 +171,7 @@ def test_scheduler_never_double_books_and_gangs() -> None:
                 )
             )
     rows.sort()
-    for prev, cur in zip(rows, rows[1:], strict=False):
+    for prev, cur in itertools.pairwise(rows):
         if prev[:2] == cur[:2]:
             assert cur[2] >= prev[3]
     # GPU indices exist on their machines.
