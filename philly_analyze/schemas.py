@@ -399,3 +399,28 @@ def duckdb_type(type_: pa.DataType) -> str:
         pa.int16(): "SMALLINT",
         pa.bool_(): "BOOLEAN",
     }[type_]
+
+
+def markdown() -> str:
+    """The store's tables as Markdown (docs/store.md is this, kept in sync by a test)."""
+    out = [
+        "# Store tables",
+        "",
+        "Generated from `philly_analyze/schemas.py` (`python -m philly_analyze.schemas > docs/store.md`).",
+        "All times are UTC (`TIMESTAMPTZ`). *Derived* columns are computed by the catalog's views.",
+        "",
+    ]
+    for t in (*TABLES.values(), INGEST_LOG):
+        out += [f"## `{t.name}`", "", t.doc, ""]
+        if t.partition_by_month:
+            out += ["Stored as monthly Parquet partitions (`parquet/%s/month=YYYY-MM/`)." % t.name, ""]
+        out += ["| column | type | meaning |", "|---|---|---|"]
+        for c in t.columns:
+            kind = duckdb_type(c.type) + (" (derived)" if c.derived else "")
+            out.append(f"| `{c.name}` | {kind} | {c.doc} |")
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

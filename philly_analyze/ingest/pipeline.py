@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from philly_analyze.errors import InputFormatError, UserError
-from philly_analyze.ingest.formats import Format, IngestContext, Session, SourceResult, detect
+from philly_analyze.ingest.formats import (
+    Format,
+    IngestContext,
+    Session,
+    SourceResult,
+    detect,
+    load_formats,
+)
 from philly_analyze.ingest.source import (
     Source,
     archive_members,
@@ -128,7 +135,7 @@ def ingest_paths(
             on_outcome(o)
 
     try:
-        for src, explicit, name, problem in _sources([Path(p) for p in paths]):
+        for src, explicit, name, problem in _sources([Path(p).absolute() for p in paths]):
             if src is None:
                 emit(SourceOutcome(name, None, "error" if explicit else "unknown", problem))
                 continue
@@ -139,19 +146,25 @@ def ingest_paths(
             fmt = force_format or detect(name, src.head)
             if fmt is None:
                 status = "error" if explicit else "unknown"
-                emit(SourceOutcome(name, None, status, "unrecognised format"))
+                known = ", ".join(f.name for f in load_formats())
+                emit(
+                    SourceOutcome(
+                        name, None, status, f"unrecognised format (known: {known}; see --format)"
+                    )
+                )
                 continue
-            previous = _previous(store, src)
-            if previous and not replace:
+            unchanged = bool(store.find_source(fingerprint=src.fingerprint))
+            if unchanged and not replace:
                 emit(SourceOutcome(name, fmt.name, "skipped", "already ingested"))
                 continue
+            previous = _previous(store, src)
             if fmt.grouped:
                 run = sessions.get(fmt.name)
                 if run is None:
                     run = sessions[fmt.name] = _GroupedRun(store, fmt, ctx)
                 emit(run.feed(src, previous))
             else:
-                emit(_ingest_one(store, fmt, src, ctx, previous))
+                emit(_ingest_one(store, fmt, src, ctx, previous, replace))
         for run in sessions.values():
             for o in run.finish():
                 emit(o)
@@ -164,11 +177,11 @@ def ingest_paths(
 
 
 def _previous(store: Store, src: Source) -> list[dict]:
-    """Earlier ingest_log rows for this file (same fingerprint or same name)."""
-    rows = store.find_source(fingerprint=src.fingerprint)
-    if rows:
-        return rows
-    return store.df("SELECT * FROM ingest_log WHERE source = ?", [src.name]).to_dict("records")
+    """Earlier ingest_log rows for this file (same fingerprint or same name): what a new
+    version of it replaces."""
+    return store.df(
+        "SELECT * FROM ingest_log WHERE fingerprint = ? OR source = ?", [src.fingerprint, src.name]
+    ).to_dict("records")
 
 
 def _log_entry(src: Source, fmt: Format, res: SourceResult, seconds: float) -> dict:
@@ -185,15 +198,21 @@ def _log_entry(src: Source, fmt: Format, res: SourceResult, seconds: float) -> d
     }
 
 
-def _same_content(store: Store, src: Source, previous: list[dict]) -> bool:
-    """After reading: is this exactly what an earlier batch already holds?"""
+def _same_content(store: Store, src: Source) -> list[dict]:
+    """After reading: earlier ingest_log rows holding exactly these bytes (a copy, or the same
+    file touched without changes)."""
     if src.sha256 is None:
-        return False
-    return bool(store.find_source(sha256=src.sha256)) and not previous
+        return []
+    return store.df("SELECT * FROM ingest_log WHERE sha256 = ?", [src.sha256]).to_dict("records")
 
 
 def _ingest_one(
-    store: Store, fmt: Format, src: Source, ctx: IngestContext, previous: list[dict]
+    store: Store,
+    fmt: Format,
+    src: Source,
+    ctx: IngestContext,
+    previous: list[dict],
+    replace: bool,
 ) -> SourceOutcome:
     t0 = time.perf_counter()
     ctx.tracker.describe(f"{fmt.name}: {Path(src.name).name}")
@@ -211,8 +230,14 @@ def _ingest_one(
             res = SourceResult(rows=dict(batch.rows), rejected=batch.rejected)
         res.rejected = max(res.rejected, batch.rejected)
         seconds = time.perf_counter() - t0
-        if error is None and _same_content(store, src, previous):
-            return SourceOutcome(src.name, fmt.name, "skipped", "same content already ingested")
+        same = [] if replace else _same_content(store, src)
+        if error is None and same:
+            return SourceOutcome(
+                src.name,
+                fmt.name,
+                "skipped",
+                f"same content already ingested as {same[0]['source']}",
+            )
         if error is not None:
             batch.reject(src.name, error.line, f"source stopped here: {error.message}", None)
             res.rejected += 1
