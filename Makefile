@@ -37,6 +37,11 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+# sample_data/: a small synthetic history (all formats + ground truth), same bytes every run.
+sample: $(STAMP)
+	$(BIN)/philly-analyze synth --out sample_data --force --quiet --jobs 300 --machines 8 \
+		--days 2 --start 2017-11-04 --seed 7 --ganglia-step 360
+
 clean:
 	rm -rf $(VENV) $(STORE) $(OUT) build *.egg-info .pytest_cache .ruff_cache bench-out
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

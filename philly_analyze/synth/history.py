@@ -116,7 +116,8 @@ def realize(
     level = utillevels.job_levels(cal, wl.gpus, wl.status, spans, measurable, rng)
     pl_job = np.repeat(ra_job, counts)
     spread = float(cal.section("utilization", "noise")["gpu_spread"])
-    pl_level = utillevels.gpu_levels(level[pl_job], spread, rng)
+    pl_att = np.repeat(np.arange(len(ra)), counts)
+    pl_level = utillevels.gpu_levels(level[pl_job], pl_att, spread, rng)
     # Loss curves over each job's planned run time (all attempts, as planned).
     run_time = np.bincount(wl.att_job, weights=wl.att_duration, minlength=wl.num_jobs)
     ran = np.zeros(wl.num_jobs, dtype=bool)

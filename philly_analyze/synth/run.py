@@ -233,6 +233,7 @@ def summarize(
     wl = hist.wl
     cfg = asdict(config)
     cfg["formats"] = list(config.formats)
+    del cfg["workers"]  # does not change a byte of the output, so not part of it
     return {
         "generator": f"philly-analyze {__version__} synth",
         "config": cfg,

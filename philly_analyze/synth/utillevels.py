@@ -7,12 +7,14 @@ target (a few hundred jobs per cell would otherwise miss Table 3 by several poin
 - sizes 1, 4, 8, 16 x status: Table 3's cells;
 - other sizes: one level per status chosen so Table 3's "all sizes" row holds;
 - 16-GPU jobs: the cell target times Table 5's mean for the number of servers the job's first
-  attempt spans, relative to the mean over the cell's jobs (utilization falls with servers
-  spanned); Beta concentration from Table 5's p90 per server count;
+  attempt spans, relative to the mean of that factor over the cell's jobs (utilization falls
+  with servers spanned, and the cell still averages Table 3's value); rescaled per server
+  count; Beta concentration from Table 5's p90 per server count;
 - everything else: Beta concentration ``default_concentration`` (Table 5's 2-server row implies
   an almost uniform spread of job means).
 
-Per-GPU levels scatter around the job level by ``gpu_spread`` (relative), mean-preserving.
+Per-GPU levels scatter around the job level by ``gpu_spread`` (relative); the GPUs of one
+attempt average exactly the job's level.
 """
 
 from __future__ import annotations
@@ -71,22 +73,24 @@ def job_levels(
         )
         x = np.log2(np.maximum(spans[is16], 1))
         factor = np.interp(x, np.log2(servers), m5)
-        ref = factor[measurable[is16]].mean() if measurable[is16].any() else factor.mean()
-        mean[is16] *= factor / ref
+        for st in range(3):
+            sel = status[is16] == st
+            meas = sel & measurable[is16]
+            ref = factor[meas].mean() if meas.any() else factor[sel].mean() if sel.any() else 1.0
+            mean[np.flatnonzero(is16)[sel]] *= factor[sel] / ref
         kappa[is16] = np.interp(x, np.log2(servers), k5)
     m = np.clip(mean / 100.0, 0.01, 0.99)
     level = 100.0 * rng.beta(m * kappa, (1 - m) * kappa)
     level = np.clip(level, LO, HI)
-    # Rescale each cell (size group x status) so its measurable jobs average the target.
-    for c in np.unique(cell_size):
+    # Rescale each cell (size group x status; 16-GPU jobs also by servers spanned) so its
+    # measurable jobs average the cell's target exactly.
+    group = cell_size * 1000 + np.where(is16, np.minimum(spans, 999), 0)
+    for c in np.unique(group):
         for st in range(3):
-            sel = (cell_size == c) & (status == st)
+            sel = (group == c) & (status == st)
             meas = sel & measurable
-            if not meas.any():
-                continue
-            is16 = c < len(sizes) and sizes[c] == 16
-            goal = target[c, st] if is16 else mean[meas].mean()
-            level[sel] = _rescale(level[sel], meas[sel], goal)
+            if meas.any():
+                level[sel] = _rescale(level[sel], meas[sel], mean[meas].mean())
     return level
 
 
@@ -108,6 +112,12 @@ def _rescale(level: np.ndarray, meas: np.ndarray, goal: float) -> np.ndarray:
     return out
 
 
-def gpu_levels(job_level: np.ndarray, spread: float, rng: np.random.Generator) -> np.ndarray:
-    """Per placed GPU: the job's level with a relative scatter (clipped to [LO, HI])."""
-    return np.clip(job_level * (1.0 + spread * rng.standard_normal(len(job_level))), LO, HI)
+def gpu_levels(
+    job_level: np.ndarray, group: np.ndarray, spread: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Per placed GPU: the job's level with a relative scatter, re-centred so the GPUs of each
+    ``group`` (one attempt) average exactly the job's level (before clipping to [LO, HI])."""
+    dev = job_level * spread * rng.standard_normal(len(job_level))
+    n = np.bincount(group)
+    mean_dev = np.bincount(group, weights=dev) / np.maximum(n, 1)
+    return np.clip(job_level + dev - mean_dev[group], LO, HI)
