@@ -19,7 +19,8 @@ import json
 import multiprocessing
 import shutil
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -205,12 +206,28 @@ def _minute_pass(
             if config.workers > 1 and model.days > 1:
                 ctx = multiprocessing.get_context("fork")
                 with ctx.Pool(min(config.workers, model.days)) as pool:
-                    _consume(pool.imap(_render_day, days), files, acc)
+                    _consume(_bounded_map(pool, days, config.workers + 1), files, acc)
             else:
                 _consume(map(_render_day, days), files, acc)
         finally:
             _STATE.clear()
     return acc
+
+
+def _bounded_map(pool: Any, items: range, ahead: int) -> Iterator[Any]:
+    """``pool.imap`` with back-pressure: at most ``ahead`` days in flight, so formatted days
+    never pile up in memory when writing is slower than formatting."""
+    pending: deque[Any] = deque()
+    it = iter(items)
+    for item in it:
+        pending.append(pool.apply_async(_render_day, (item,)))
+        if len(pending) >= ahead:
+            break
+    while pending:
+        yield pending.popleft().get()
+        nxt = next(it, None)
+        if nxt is not None:
+            pending.append(pool.apply_async(_render_day, (nxt,)))
 
 
 def _consume(results: Any, files: list[Any], acc: Any) -> None:
