@@ -272,7 +272,8 @@ EPOCHS = Table(
 
 FAILURES = Table(
     "failures",
-    "Failure evidence per attempt, classified with the signature rules (Table 7).",
+    "Failure evidence per attempt, classified with the signature rules (Table 7): one row per "
+    "attempt whose framework logs were ingested.",
     (
         _c("job_id", STR, "Job id.", nullable=False),
         _c("attempt_idx", I32, "0-based attempt index."),
@@ -281,6 +282,15 @@ FAILURES = Table(
         _c("signature", STR, "Id of the matching rule (NULL for No signature)."),
         _c("line_no", I64, "Line of the matching text in the log."),
         _c("message", STR, "The matching log line (as found in the log; escape before display)."),
+        _c(
+            "verdict",
+            STR,
+            "What the logs say about the attempt: failed (a rule matched), completed (the run "
+            "ended normally; errors before that are benign), unmatched (error-looking lines, "
+            "no rule), none (no evidence). Only failed rows carry a reason other than "
+            "'No signature'. See docs/framework-logs.md.",
+        ),
+        _c("log_file", STR, "The log file line_no and message come from."),
     ),
 )
 
@@ -413,7 +423,10 @@ def markdown() -> str:
     for t in (*TABLES.values(), INGEST_LOG):
         out += [f"## `{t.name}`", "", t.doc, ""]
         if t.partition_by_month:
-            out += ["Stored as monthly Parquet partitions (`parquet/%s/month=YYYY-MM/`)." % t.name, ""]
+            out += [
+                f"Stored as monthly Parquet partitions (`parquet/{t.name}/month=YYYY-MM/`).",
+                "",
+            ]
         out += ["| column | type | meaning |", "|---|---|---|"]
         for c in t.columns:
             kind = duckdb_type(c.type) + (" (derived)" if c.derived else "")
