@@ -37,16 +37,15 @@ def synth_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def synth_store(synth_out: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = tmp_path_factory.mktemp("synthstore") / "store"
-    files = [
-        str(synth_out / n)
-        for n in (
-            "cluster_job_log",
-            "cluster_machine_list",
-            "cluster_gpu_util",
-            "cluster_cpu_util",
-            "cluster_mem_util",
-        )
-    ]
+    names = (
+        "cluster_job_log",
+        "cluster_machine_list",
+        "cluster_gpu_util",
+        "cluster_cpu_util",
+        "cluster_mem_util",
+        "framework",
+    )
+    files = [str(synth_out / n) for n in names]
     res = CliRunner().invoke(main, ["ingest", *files, "--store", str(store), "-q", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["rejected"] == 0
@@ -271,3 +270,25 @@ def test_ganglia_means_agree_with_published_util(synth_out: Path) -> None:
     want = np.nanmean(vals.reshape(20, 6), axis=1)
     got = g.iloc[:20, 1].to_numpy()
     np.testing.assert_allclose(got, want, atol=1e-3)
+
+
+def test_framework_logs_parse_to_the_truth(synth_out: Path, synth_store: Path) -> None:
+    """The framework-log parser finds every failed attempt's true reason and every printed
+    epoch's loss."""
+    ta = _truth(synth_out, "attempts")
+    with Store(synth_store, read_only=True) as s:
+        fails = s.df("SELECT job_id, attempt_idx, reason FROM failures")
+        epochs = s.df("SELECT job_id, attempt_idx, unit, epoch, loss FROM epochs")
+    failed = ta[ta.outcome == "failed"].merge(fails, on=["job_id", "attempt_idx"], how="left")
+    assert len(failed) > 30
+    assert (failed.reason == failed.failure_reason).all()
+    # Attempts that did not fail show no failure evidence.
+    others = ta[ta.outcome != "failed"].merge(fails, on=["job_id", "attempt_idx"])
+    assert (others.reason == "No signature").all()
+    loss = _truth(synth_out, "loss").dropna(subset=["attempt_idx"])
+    assert len(epochs) == len(loss)
+    got = epochs.sort_values(["job_id", "unit", "epoch"]).groupby("job_id").loss.apply(list)
+    want = loss.sort_values(["job_id", "epoch"]).groupby("job_id").loss.apply(list)
+    assert list(got.index) == list(want.index)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4)

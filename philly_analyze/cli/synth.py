@@ -25,6 +25,17 @@ def _formats(value: str) -> tuple[str, ...]:
     return names
 
 
+def _date(value: str) -> str:
+    import datetime as dt
+
+    try:
+        return dt.date.fromisoformat(value).isoformat()
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a date like 2017-10-03", param_hint="--start"
+        ) from None
+
+
 @click.command(
     "synth",
     epilog="""\b
@@ -56,7 +67,7 @@ Examples:
     "--days",
     default=7.0,
     show_default=True,
-    type=click.FloatRange(min=1 / 24),
+    type=click.FloatRange(min=0.05),
     help="Length of the simulated window.",
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Same seed, same bytes.")
@@ -70,6 +81,7 @@ Examples:
 )
 @click.option(
     "--start",
+    callback=lambda _ctx, _param, v: _date(v),
     default="2017-10-03",
     show_default=True,
     help="First day (local midnight in --timezone).",

@@ -12,8 +12,9 @@ banner, one or two progress lines per epoch the attempt finished (``formats.md``
   end of each epoch (PyTorch numbers epochs from 0);
 
 then, for a failed attempt, a failure message: an example line of its true Table 7 reason from
-the signature rules (a Python traceback header first for Python errors). Killed attempts stop
-without one; attempts still running at the window's end stop at the last epoch before it.
+the signature rules (a Python traceback header first for Python errors). Killed attempts just
+stop (a SIGTERM message would read as "Job preempted"); attempts still running at the window's
+end stop at the last epoch before it.
 The loss printed for epoch ``e`` is the ground truth's (``ground_truth/loss.parquet``).
 """
 
@@ -27,7 +28,7 @@ import numpy as np
 from philly_analyze.synth.calibration import Calibration
 from philly_analyze.synth.clock import Clock
 from philly_analyze.synth.failure_text import NO_SIGNATURE_LINE, load_examples
-from philly_analyze.synth.history import R_RUNNING, History
+from philly_analyze.synth.history import History
 from philly_analyze.synth.workload import A_FAILED, A_PASSED, FRAMEWORKS
 
 #: Steps per epoch of TensorFlow jobs (their loss lines count steps).
@@ -47,7 +48,7 @@ def write_framework(
     """Write one log per realized attempt; returns the files."""
     wl = hist.wl
     c = hist.curves
-    examples, _source = load_examples()
+    examples = load_examples()
     reasons = cal.reasons
     # Epochs finished inside the window, grouped by the workload attempt that finished them.
     ran = (hist.ep_time >= 0) & (hist.ep_time < hist.horizon)
@@ -99,12 +100,6 @@ def write_framework(
         elif oc == A_PASSED and last_job_attempt:
             lines += _finish(
                 fw, end_stamps[i], float(c.loss[c.offsets[j + 1] - 1]) if c.epochs[j] else 0.0
-            )
-        elif oc != R_RUNNING:
-            lines.append(
-                f"{_cntk_stamp(end_stamps[i])}: received SIGTERM, exiting"
-                if fw == "cntk"
-                else "Received SIGTERM, exiting"
             )
         d = os.path.join(root, hist.job_ids[j], f"attempt_{int(hist.ra_idx[i])}")
         os.makedirs(d, exist_ok=True)

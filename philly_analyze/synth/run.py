@@ -206,7 +206,7 @@ def _minute_pass(
             if config.workers > 1 and model.days > 1:
                 ctx = multiprocessing.get_context("fork")
                 with ctx.Pool(min(config.workers, model.days)) as pool:
-                    _consume(_bounded_map(pool, days, config.workers + 1), files, acc)
+                    _consume(_bounded_map(pool, days, config.workers), files, acc)
             else:
                 _consume(map(_render_day, days), files, acc)
         finally:
