@@ -89,7 +89,7 @@ def realize(
     started = sched.att_start >= 0
     ra = np.flatnonzero(started)
     ra_start = sched.att_start[ra]
-    end = ra_start + wl.att_duration[ra]
+    end = sched.att_end[ra]
     running = end > h
     ra_end = np.where(running, -1, end)
     outcome = np.where(running, R_RUNNING, wl.att_outcome[ra]).astype(np.int8)
@@ -119,11 +119,14 @@ def realize(
     pl_att = np.repeat(np.arange(len(ra)), counts)
     pl_level = utillevels.gpu_levels(level[pl_job], pl_att, spread, rng)
     # Loss curves over each job's planned run time (all attempts, as planned).
-    run_time = np.bincount(wl.att_job, weights=wl.att_duration, minlength=wl.num_jobs)
+    # Run times as they happened (a scheduler may stretch spread-out attempts), as planned for
+    # attempts that never started.
+    dur = np.where(sched.att_start >= 0, sched.att_end - sched.att_start, wl.att_duration)
+    run_time = np.bincount(wl.att_job, weights=dur, minlength=wl.num_jobs)
     ran = np.zeros(wl.num_jobs, dtype=bool)
     ran[ra_job] = True
     curves = loss.build_curves(cal, wl.status, np.where(ran, run_time, 0.0), rng)
-    ep_att, ep_off = loss.epoch_attempts(curves, wl.att_job, wl.att_duration, wl.first_attempt)
+    ep_att, ep_off = loss.epoch_attempts(curves, wl.att_job, dur, wl.first_attempt)
     ep_start = sched.att_start[ep_att]
     ep_time = np.where(ep_start >= 0, ep_start + np.floor(ep_off), -1).astype(np.int64)
     return History(

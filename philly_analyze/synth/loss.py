@@ -5,8 +5,8 @@ For a job of ``E`` completed epochs (1-based), two epochs are drawn first:
 - ``e_within``: the first epoch whose loss is within 0.1% of the job's lowest, from Figure 8's
   CDF of ``(e_within - 1) / (E - 1)`` (killed jobs have their own curve; unsuccessful jobs use
   the passed one);
-- ``e_lowest``: the epoch of the lowest loss: the last epoch with probability
-  ``1 - F_lowest(0.99)`` (Figure 8), else uniform in ``[e_within, E - 1]``.
+- ``e_lowest``: the epoch of the lowest loss: before the last epoch (uniform in
+  ``[e_within, E - 1]``) for a share ``F_lowest(0.99)`` of the jobs (Figure 8), else the last.
 
 The curve then decays geometrically from the initial loss to just above 0.1% over the minimum
 before ``e_within``, and stays within 0.1% from there on, wandering between 0.02% and 0.095%
@@ -72,9 +72,19 @@ def build_curves(
         cdf_inverse(conv["passed_within_0_1pct"], u),
     )
     e_max = np.maximum(epochs, 1)
-    e_within = np.clip(1 + np.round(x01 * (e_max - 1)), 1, e_max).astype(np.int32)
+    # Nearest epoch, but only Figure 8's atom at 0 lands on the first epoch (a job drawn just
+    # above 0 reaches the band at the second).
+    steps = np.round(x01 * (e_max - 1))
+    steps = np.where(x01 > 0, np.maximum(steps, 1), 0)
+    e_within = np.clip(1 + steps, 1, e_max).astype(np.int32)
     p_not_last = np.where(killed, conv["killed_lowest"][0][1], conv["passed_lowest"][0][1])
-    not_last = (rng.random(n) < p_not_last) & (e_within <= e_max - 1)
+    # Only jobs that reach the band before their last epoch can have their lowest loss earlier:
+    # raise the probability among them so the share over all jobs is Figure 8's.
+    eligible = e_within <= e_max - 1
+    for grp in (killed, ~killed):
+        share = eligible[grp].mean() if grp.any() else 1.0
+        p_not_last[grp] = np.minimum(1.0, p_not_last[grp] / max(share, 1e-9))
+    not_last = (rng.random(n) < p_not_last) & eligible
     span = np.maximum(e_max - e_within, 1)
     e_low_early = e_within + (rng.random(n) * span).astype(np.int32)
     e_lowest = np.where(not_last, np.minimum(e_low_early, e_max - 1), e_max).astype(np.int32)

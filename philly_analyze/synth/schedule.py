@@ -67,6 +67,7 @@ class Schedule:
     """What scheduling decided. Attempt arrays are aligned with the workload's attempts."""
 
     att_start: np.ndarray  # int64 s, -1 = never started (before the window end)
+    att_end: np.ndarray  # int64 s when the attempt ended (may pass the window's end)
     pl_offsets: np.ndarray  # int64 (A+1): placements of attempt a are [off[a], off[a+1])
     pl_machine: np.ndarray  # int32 machine index
     pl_gpu: np.ndarray  # int16 GPU index
@@ -342,8 +343,10 @@ class _Sim:
         job, att, ws, we, cause = _split_causes(
             w, self.usage_log, self.wl, self.quota, len(self.wl.vc_names)
         )
+        started = self.att_start >= 0
         return Schedule(
             att_start=self.att_start,
+            att_end=np.where(started, self.att_start + np.asarray(self.dur), -1),
             pl_offsets=off,
             pl_machine=pl[:, 0].astype(np.int32),
             pl_gpu=pl[:, 1].astype(np.int16),
