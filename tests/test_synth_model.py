@@ -20,7 +20,7 @@ from philly_analyze.synth import calibration, textfmt
 from philly_analyze.synth.clock import Clock
 from philly_analyze.synth.cluster import build_cluster
 from philly_analyze.synth.loss import build_curves
-from philly_analyze.synth.schedule import BuiltinScheduler, SchedulerParams
+from philly_analyze.synth.schedule import SCHEDULERS, get_scheduler
 from philly_analyze.synth.workload import Window, sample_workload
 
 
@@ -147,14 +147,21 @@ def test_loss_curves_have_the_drawn_convergence_points() -> None:
         assert within == curves.e_within[j]
 
 
-def test_scheduler_never_double_books_and_gangs() -> None:
+@pytest.mark.parametrize("name", SCHEDULERS)
+def test_scheduler_never_double_books_and_gangs(name: str) -> None:
     cal = calibration.load()
     rng = np.random.default_rng(5)
     cl = build_cluster(cal, 30, rng)
     w = Window.from_date("2017-10-03", 3, "America/Los_Angeles")
     wl = sample_workload(cal, cl, w, 1500, rng)
-    sch = BuiltinScheduler(SchedulerParams.from_calibration(cal)).run(wl, cl, w.seconds, 1)
+    sch = get_scheduler(name, cal).run(wl, cl, w.seconds, 1)
     started = np.flatnonzero(sch.att_start >= 0)
+    # Attempts run in order, each after the previous one ended; none before its submission.
+    assert (sch.att_start[started] >= wl.submit[wl.att_job[started]]).all()
+    later = started[wl.att_idx[started] > 0]
+    assert (sch.att_start[later] >= sch.att_end[later - 1]).all()
+    # Withdrawn jobs never run.
+    assert (sch.att_start[wl.first_attempt[wl.withdraw >= 0]] < 0).all()
     counts = sch.pl_offsets[started + 1] - sch.pl_offsets[started]
     # Gang: every started attempt holds exactly its job's GPUs.
     assert (counts == wl.gpus[wl.att_job[started]]).all()
@@ -167,7 +174,7 @@ def test_scheduler_never_double_books_and_gangs() -> None:
                     int(sch.pl_machine[k]),
                     int(sch.pl_gpu[k]),
                     int(sch.att_start[a]),
-                    int(sch.att_start[a] + wl.att_duration[a]),
+                    int(sch.att_end[a]),
                 )
             )
     rows.sort()

@@ -100,6 +100,14 @@ Examples:
     "steps (60, 360, 2520, 10080) that keeps the export small.",
 )
 @click.option(
+    "--scheduler",
+    type=click.Choice(["philly", "builtin"]),
+    default="philly",
+    show_default=True,
+    help="philly: the replay engine's philly policy (philly_analyze.sim); builtin: the "
+    "synthesizer's compact scheduler (which also models users giving up on queued jobs).",
+)
+@click.option(
     "--workers",
     default=2,
     show_default=True,
@@ -118,6 +126,7 @@ def command(
     start: str,
     timezone: str,
     ganglia_step: int | None,
+    scheduler: str,
     workers: int,
     force: bool,
     quiet: bool,
@@ -156,6 +165,7 @@ def command(
         timezone=timezone,
         workers=workers,
         ganglia_step=ganglia_step,
+        scheduler=scheduler,
     )
     try:
         res = synthesize(out, config, say)

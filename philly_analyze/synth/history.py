@@ -86,7 +86,8 @@ def realize(
     """Cut the schedule at the window's end and attach utilization and losses."""
     h = window.seconds
     ids, ts, seq, epoch, restarts = _app_ids(cal, window, wl, rng)
-    started = sched.att_start >= 0
+    # A scheduler may run past the window (the replay engine runs every job to its end).
+    started = (sched.att_start >= 0) & (sched.att_start < h)
     ra = np.flatnonzero(started)
     ra_start = sched.att_start[ra]
     end = sched.att_end[ra]

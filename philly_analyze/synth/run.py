@@ -57,7 +57,7 @@ class SynthConfig:
     start: str = "2017-10-03"
     timezone: str = DEFAULT_TIMEZONE
     workers: int = 2
-    scheduler: str = "auto"
+    scheduler: str = "philly"
     #: Ganglia export step in seconds; None = the finest default RRA step under the size cap.
     ganglia_step: int | None = None
 

@@ -399,9 +399,17 @@ def _split_causes(
     )
 
 
+#: Scheduler names accepted by ``get_scheduler`` (and ``synth --scheduler``).
+SCHEDULERS = ("philly", "builtin")
+
+
 def get_scheduler(name: str, cal: Calibration) -> Scheduler:
-    """``builtin``, or ``auto`` (the replay engine's ``philly`` policy when installed, else the
-    built-in scheduler)."""
-    if name in ("auto", "builtin"):
+    """``philly``: the replay engine's ``philly`` policy (``synth.replay_sched``); ``builtin``:
+    the compact scheduler of this module (the only one with impatient users)."""
+    if name == "philly":
+        from philly_analyze.synth.replay_sched import ReplayScheduler
+
+        return ReplayScheduler()
+    if name == "builtin":
         return BuiltinScheduler(SchedulerParams.from_calibration(cal))
-    raise ValueError(f"unknown scheduler {name!r}; choose auto or builtin")
+    raise ValueError(f"unknown scheduler {name!r}; choose from {', '.join(SCHEDULERS)}")

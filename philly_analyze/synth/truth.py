@@ -131,16 +131,19 @@ def write_truth(out: Path, cal: Calibration, hist: History) -> list[Path]:
             },
         )
     )
+    # Waiting inside the window only (a scheduler may report waits past its end).
+    wk = sch.wait_start < hist.horizon
+    w_end = np.minimum(sch.wait_end[wk], hist.horizon)
     files.append(
         _write(
             out / "waits.parquet",
             {
-                "job_id": ids[sch.wait_job],
-                "attempt_idx": sch.wait_attempt,
-                "start_time": _ts(hist, sch.wait_start),
-                "end_time": _ts(hist, sch.wait_end),
-                "seconds": (sch.wait_end - sch.wait_start).astype(np.int64),
-                "cause": [CAUSES[x] for x in sch.wait_cause],
+                "job_id": ids[sch.wait_job[wk]],
+                "attempt_idx": sch.wait_attempt[wk],
+                "start_time": _ts(hist, sch.wait_start[wk]),
+                "end_time": _ts(hist, w_end),
+                "seconds": (w_end - sch.wait_start[wk]).astype(np.int64),
+                "cause": [CAUSES[x] for x in sch.wait_cause[wk]],
             },
         )
     )
