@@ -105,6 +105,8 @@ def _to_schedule(
     off = np.zeros(n_att + 1, dtype=np.int64)
     np.cumsum(np.bincount(prow, minlength=n_att), out=off[1:])
     w = res.waiting
+    ws, we = _seconds(w.column("start")), _seconds(w.column("end"))
+    keep = we > ws  # pieces shorter than a second vanish in whole seconds
     cause_code = {c: i for i, c in enumerate(CAUSES)}
     cancel = np.where(wl.withdraw >= 0, wl.submit + wl.withdraw, -1).astype(np.int64)
     return Schedule(
