@@ -80,9 +80,11 @@ def build_curves(
     p_not_last = np.where(killed, conv["killed_lowest"][0][1], conv["passed_lowest"][0][1])
     # Only jobs that reach the band before their last epoch can have their lowest loss earlier:
     # raise the probability among them so the share over all jobs is Figure 8's.
+    # (The share is taken over curves long enough to judge, 5+ epochs, as an analysis would.)
     eligible = e_within <= e_max - 1
+    long = epochs >= 5
     for grp in (killed, ~killed):
-        share = eligible[grp].mean() if grp.any() else 1.0
+        share = eligible[grp & long].mean() if (grp & long).any() else 1.0
         p_not_last[grp] = np.minimum(1.0, p_not_last[grp] / max(share, 1e-9))
     not_last = (rng.random(n) < p_not_last) & eligible
     span = np.maximum(e_max - e_within, 1)
