@@ -313,11 +313,11 @@ def _events(
                 out += [
                     (
                         s + 3,
-                        f"INFO {C_CONT}: {cid} Container Transitioned from ALLOCATED to ACQUIRED on event = ACQUIRED",
+                        f"INFO {C_CONT}: {cid} Container Transitioned from ALLOCATED to ACQUIRED",
                     ),
                     (
                         s + 4,
-                        f"INFO {C_CONT}: {cid} Container Transitioned from ACQUIRED to RUNNING on event = LAUNCHED",
+                        f"INFO {C_CONT}: {cid} Container Transitioned from ACQUIRED to RUNNING",
                     ),
                 ]
             out.append(
@@ -364,7 +364,7 @@ def _events(
                 out += [
                     (
                         e + 3,
-                        f"INFO {C_CONT}: {c} Container Transitioned from RUNNING to {cstate} on event = FINISHED",
+                        f"INFO {C_CONT}: {c} Container Transitioned from RUNNING to {cstate}",
                     )
                     for c in conts
                 ]
@@ -393,7 +393,7 @@ def _events(
             out += [
                 (
                     e,
-                    f"INFO {C_CONT}: {c} Container Transitioned from RUNNING to {cstate} on event = FINISHED",
+                    f"INFO {C_CONT}: {c} Container Transitioned from RUNNING to {cstate}",
                 )
                 for c in conts
             ]
@@ -484,7 +484,7 @@ def _kill_lines(
         ),
     ]
     out += [
-        (e + 2, f"INFO {C_CONT}: {c} Container Transitioned from RUNNING to KILLED on event = KILL")
+        (e + 2, f"INFO {C_CONT}: {c} Container Transitioned from RUNNING to KILLED")
         for c in conts or []
     ]
     out += [
