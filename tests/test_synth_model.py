@@ -112,17 +112,21 @@ def test_decimal_block_matches_python(values: list[float], decimals: int) -> Non
     assert got == want
 
 
+_WINDOW = Window.from_date("2017-10-03", 75, "America/Los_Angeles")
+_CLOCK = Clock(_WINDOW)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(0, 75 * 86400 - 1), min_size=1, max_size=40))
 def test_clock_matches_pandas(offsets: list[int]) -> None:
-    w = Window.from_date("2017-10-03", 75, "America/Los_Angeles")
+    w = _WINDOW
     epochs = w.start_epoch + np.array(offsets, dtype=np.int64)
     want = list(
         pd.to_datetime(epochs, unit="s", utc=True)
         .tz_convert(w.timezone)
         .strftime("%Y-%m-%d %H:%M:%S %Z")
     )
-    assert Clock(w).strings(epochs, with_zone=True) == want
+    assert _CLOCK.strings(epochs, with_zone=True) == want
 
 
 def test_fall_back_hour_prints_twice() -> None:
