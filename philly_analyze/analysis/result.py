@@ -37,6 +37,9 @@ class ResultTable:
     #: Columns the compact (terminal) view shows; None = all. Paper columns follow theirs.
     display: tuple[str, ...] | None = None
 
+    def __post_init__(self) -> None:
+        self.frame = _numeric_columns(self.frame)
+
     def records(self) -> list[dict[str, Any]]:
         """Rows as JSON-ready objects (NaN -> null, numpy scalars -> Python)."""
         cols = list(self.frame.columns)
@@ -102,3 +105,32 @@ def json_value(v: Any) -> Any:
     except (TypeError, ValueError):
         pass
     return str(v) if not isinstance(v, str) else v
+
+
+def _numeric_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """Object columns holding only numbers and missing values become Int64 (all integers) or
+    float64, so renderers align and format them as numbers."""
+    out = frame.copy()
+    for c in out.columns:
+        if str(c).startswith(PAPER_PREFIX) and pd.api.types.is_float_dtype(out[c].dtype):
+            v = out[c].dropna()
+            if len(v) and bool((v == v.round()).all()):  # paper counts stay integers
+                out[c] = out[c].astype("Int64")
+            continue
+        if pd.api.types.is_numeric_dtype(out[c].dtype) or pd.api.types.is_bool_dtype(out[c]):
+            continue
+        vals = [v for v in out[c].tolist() if v is not None and not _isnan(v)]
+        if not vals or not all(
+            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+            for v in vals
+        ):
+            continue
+        if all(float(v).is_integer() and isinstance(v, (int, np.integer)) for v in vals):
+            out[c] = pd.array([None if v is None or _isnan(v) else int(v) for v in out[c]], "Int64")
+        else:
+            out[c] = pd.to_numeric(out[c].astype(object), errors="coerce").astype("float64")
+    return out
+
+
+def _isnan(v: Any) -> bool:
+    return isinstance(v, (float, np.floating)) and math.isnan(float(v))

@@ -61,58 +61,68 @@ def _compute(ctx: Context) -> UtilAggregates:
         f"SELECT max(greatest(start_time, coalesce(end_time, start_time))) FROM {ctx.attempts}"
     )
     con = ctx.store.con
-    pl = f"_pl_{ctx.jobs}"
-    # Build side: placements with their attempt interval and job attributes, one row per hour.
+    att, pl = f"_att_{ctx.jobs}", f"_pl_{ctx.jobs}"
+    # Attempts with integer ids: the aggregation hashes small integers, not job-id strings.
+    # ``cell`` numbers the (job GPUs, status, servers) combinations for the histograms.
     con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE {pl} AS
+        f"""CREATE OR REPLACE TEMP TABLE {att} AS
         WITH srv AS (
             SELECT job_id, attempt_idx, count(DISTINCT machine_id) AS servers
-            FROM {ctx.placements} GROUP BY ALL),
-        p AS (
-            SELECT p.machine_id, p.gpu_idx, a.job_id, a.attempt_idx,
-                   j.num_gpus AS job_gpus, j.status, srv.servers,
-                   epoch_us(a.start_time) AS s_us,
-                   epoch_us(coalesce(a.end_time, ?::TIMESTAMPTZ)) AS e_us
-            FROM {ctx.placements} p
-            JOIN {ctx.attempts} a USING (job_id, attempt_idx)
-            JOIN {ctx.jobs} j USING (job_id)
-            JOIN srv USING (job_id, attempt_idx)
-            WHERE a.start_time IS NOT NULL AND p.gpu_idx IS NOT NULL)
-        SELECT *, unnest(range(s_us // {BUCKET_US}, (e_us - 1) // {BUCKET_US} + 1)) AS hr
-        FROM p WHERE e_us > s_us""",
+            FROM {ctx.placements} GROUP BY ALL)
+        SELECT a.job_id, a.attempt_idx, j.num_gpus AS job_gpus, j.status, srv.servers,
+               epoch_us(a.start_time) AS s_us,
+               epoch_us(coalesce(a.end_time, ?::TIMESTAMPTZ)) AS e_us,
+               (row_number() OVER (ORDER BY a.job_id, a.attempt_idx))::INTEGER AS att,
+               (dense_rank() OVER (ORDER BY j.num_gpus, j.status, srv.servers))::INTEGER AS cell
+        FROM {ctx.attempts} a JOIN {ctx.jobs} j USING (job_id) JOIN srv USING (job_id, attempt_idx)
+        WHERE a.start_time IS NOT NULL""",
         [horizon],
+    )
+    # Build side: one row per placed GPU per hour its attempt overlaps.
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE {pl} AS
+        SELECT p.machine_id, p.gpu_idx, a.att, a.cell, a.s_us, a.e_us,
+               unnest(range(a.s_us // {BUCKET_US}, (a.e_us - 1) // {BUCKET_US} + 1)) AS hr
+        FROM {ctx.placements} p JOIN {att} a USING (job_id, attempt_idx)
+        WHERE p.gpu_idx IS NOT NULL AND a.e_us > a.s_us"""
     )
     try:
         res = ctx.df(
-            f"""WITH m AS (
-                SELECT ph.job_id, ph.attempt_idx, ph.job_gpus, ph.status, ph.servers,
-                       u.util, least(greatest(round(u.util), 0), 100)::SMALLINT AS ubin
+            f"""SELECT GROUPING(att, cell, ubin) AS g, att, cell, ubin,
+                       count(*) AS minutes, sum(util) AS util_sum
+            FROM (
+                SELECT ph.att, ph.cell, u.util,
+                       least(greatest(round(u.util), 0), 100)::SMALLINT AS ubin
                 FROM gpu_util u JOIN {pl} ph
                   ON u.machine_id = ph.machine_id AND u.gpu_idx = ph.gpu_idx
                  AND epoch_us(u.time) // {BUCKET_US} = ph.hr
                 WHERE u.util IS NOT NULL
                   AND epoch_us(u.time) >= ph.s_us AND epoch_us(u.time) < ph.e_us)
-            SELECT GROUPING(job_id, attempt_idx, job_gpus, status, servers, ubin) AS g,
-                   job_id, attempt_idx, job_gpus, status, servers, ubin,
-                   count(*) AS minutes, sum(util) AS util_sum
-            FROM m
-            GROUP BY GROUPING SETS (
-                (job_id, attempt_idx, job_gpus, status, servers),
-                (job_gpus, status, ubin),
-                (servers, ubin, job_gpus))"""
+            GROUP BY GROUPING SETS ((att), (cell, ubin))"""
+        )
+        meta = ctx.df(
+            f"SELECT att, cell, job_id, attempt_idx, job_gpus, status, servers FROM {att}"
         )
     finally:
         con.execute(f"DROP TABLE IF EXISTS {pl}")
-    # GROUPING bitmask over (job_id, attempt_idx, job_gpus, status, servers, ubin):
-    # a bit is 1 when the column is aggregated away.
-    att = res[res["g"] == 0b000001].drop(columns=["g", "ubin"]).reset_index(drop=True)
-    hist = res[res["g"] == 0b110010][["job_gpus", "status", "ubin", "minutes", "util_sum"]]
-    srv = res[(res["g"] == 0b110100) & (res["job_gpus"] == 16)]
-    srv = srv[["servers", "ubin", "minutes", "util_sum"]].astype({"servers": int})
+        con.execute(f"DROP TABLE IF EXISTS {att}")
+    # GROUPING bitmask over (att, cell, ubin): a bit is 1 when the column is aggregated away.
+    per_att = res[res["g"] == 0b011][["att", "minutes", "util_sum"]]
+    attempts = meta.merge(per_att, on="att").sort_values(["job_id", "attempt_idx"])
+    attempts = attempts.drop(columns=["att", "cell"]).reset_index(drop=True)
+    cells = meta.drop_duplicates("cell")[["cell", "job_gpus", "status", "servers"]]
+    hist = res[res["g"] == 0b100][["cell", "ubin", "minutes", "util_sum"]].merge(cells, on="cell")
+    by_size_status = (
+        hist.groupby(["job_gpus", "status", "ubin"], dropna=False)[["minutes", "util_sum"]]
+        .sum()
+        .reset_index()
+    )
+    srv = hist[hist["job_gpus"] == 16]
+    by_servers16 = srv.groupby(["servers", "ubin"])[["minutes", "util_sum"]].sum().reset_index()
     return UtilAggregates(
-        att,
-        hist.sort_values(["job_gpus", "status", "ubin"]).reset_index(drop=True),
-        srv.sort_values(["servers", "ubin"]).reset_index(drop=True),
+        attempts,
+        by_size_status.astype({"ubin": int}),
+        by_servers16.astype({"servers": int, "ubin": int}),
     )
 
 

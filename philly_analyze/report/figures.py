@@ -503,13 +503,17 @@ def to_bytes(fig: Figure, fmt: str) -> bytes:
 
 
 def write(
-    report: Report, out_dir: str | Path, formats: tuple[str, ...] = ("png", "svg")
+    report: Report,
+    out_dir: str | Path,
+    formats: tuple[str, ...] = ("png", "svg"),
+    built: list[tuple[FigureSpec, Figure]] | None = None,
 ) -> list[Path]:
-    """Write every figure as ``<name>.<fmt>`` under ``out_dir``; returns the paths."""
+    """Write every figure as ``<name>.<fmt>`` under ``out_dir`` (reusing ``built`` figures if
+    given); returns the paths."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     paths = []
-    for spec, fig in build(report):
+    for spec, fig in built if built is not None else build(report):
         for fmt in formats:
             p = d / f"{spec.name}.{fmt}"
             p.write_bytes(to_bytes(fig, fmt))

@@ -52,6 +52,11 @@ def cell(value: Any) -> str:
     return str(value)
 
 
+def is_numeric(table: ResultTable, col: str) -> bool:
+    """Whether a column is right-aligned (numbers and the paper's values)."""
+    return is_paper(col) or pd.api.types.is_numeric_dtype(table.frame[col].dtype)
+
+
 def columns(table: ResultTable, compact: bool = False) -> list[str]:
     """Columns to show (``table.display`` when compact and set), paper columns kept beside
     their computed column."""
