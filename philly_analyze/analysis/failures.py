@@ -8,7 +8,8 @@ printed by a job that later passed) is not a failure and is left out (counted in
 Per reason: trials (failed attempts), distinct jobs and users; runtime to failure (RTF, the
 failed attempt's duration, minutes) p50/p90/p95 and the reason's share of all RTF; the trials
 split by the attempt's GPU demand (1, 2-4, >4); RTF x demand (GPU-minutes) and its share.
-Percentiles are linear (``quantile_cont``). Categories: each reason's trials count for every
+Percentiles are linear (numpy's default). ``example`` is the matching log line of the reason's
+first trial (log text: every renderer escapes it). Categories: each reason's trials count for every
 category it carries (``IF,U`` counts for both), so category shares may add up to over 100%.
 Repeat failures: per reason, how many users hit it more than once and the share of its trials
 from its most frequent user.
@@ -40,14 +41,15 @@ _PAPER_COLS = (
 
 def failed_trials(ctx: Context) -> pd.DataFrame:
     """One row per (failed attempt, reason): job_id, attempt_idx, user_id, reason,
-    categories, gpus, rtf_min."""
+    categories, message (the matching log line), gpus, rtf_min."""
     return ctx.df(
         f"""WITH f AS (
-            SELECT job_id, attempt_idx, reason, any_value(categories) AS categories
+            SELECT job_id, attempt_idx, reason, any_value(categories) AS categories,
+                   arg_min(message, line_no) AS message
             FROM failures SEMI JOIN {ctx.jobs} USING (job_id)
             GROUP BY job_id, attempt_idx, reason)
         SELECT f.job_id, f.attempt_idx, j.user_id, coalesce(f.reason, 'No signature') AS reason,
-               coalesce(f.categories, '-') AS categories,
+               coalesce(f.categories, '-') AS categories, f.message,
                coalesce(a.num_gpus, j.num_gpus) AS gpus,
                coalesce(a.duration_s, epoch(a.end_time) - epoch(a.start_time)) / 60.0 AS rtf_min
         FROM f JOIN {ctx.attempts} a USING (job_id, attempt_idx) JOIN {ctx.jobs} j USING (job_id)
@@ -109,7 +111,17 @@ def _reason_row(reason: str, g: pd.DataFrame, rtf_all: float, rxd_all: float) ->
         "gpu_demand_gt4": int((gpus > 4).sum()),
         "rtf_x_demand": rxd,
         "rtf_x_demand_pct": pct(rxd, rxd_all),
+        "example": _example(g) if reason != "total" else None,
     }
+
+
+def _example(g: pd.DataFrame) -> str | None:
+    """The first trial's matching log line (raw log text: renderers escape it)."""
+    m = g["message"].dropna()
+    if m.empty:
+        return None
+    line = str(m.iloc[0]).strip()
+    return line if len(line) <= 160 else line[:159] + "…"
 
 
 def _table7(t: pd.DataFrame) -> ResultTable:

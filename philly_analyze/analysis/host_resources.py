@@ -16,7 +16,7 @@ import pandas as pd
 
 from philly_analyze.analysis.common import Context, hist_quantiles
 from philly_analyze.analysis.result import ResultTable, Section
-from philly_analyze.analysis.utilization import BUCKET_US
+from philly_analyze.analysis.utilization import BUCKET_US, running_horizon
 
 _METRICS = {
     "cpu": ("cpu_util", "util"),
@@ -63,10 +63,8 @@ def compute(ctx: Context) -> Section:
             "needs per-minute host metrics and placements; missing: " + ", ".join(need)
         )
         return sec
-    horizon = ctx.scalar(
-        f"SELECT max(greatest(start_time, coalesce(end_time, start_time))) FROM {ctx.attempts}"
-    )
-    busy = _busy_table(ctx, horizon)
+    series = "cpu_util" if present["cpu"] else "mem_util"
+    busy = _busy_table(ctx, running_horizon(ctx, series))
     window, params = [], []
     if ctx.scope.since is not None:
         window.append("x.time >= ?")

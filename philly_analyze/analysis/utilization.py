@@ -3,7 +3,7 @@
 The join (one pass over ``gpu_util``): every per-minute sample of a GPU counts for the attempt
 that held that GPU at that minute, i.e. the sample's ``(machine_id, gpu_idx)`` is one of the
 attempt's placements and its minute start ``time`` lies in ``[start_time, end_time)``. An
-attempt without an end (still running) counts up to the latest time any attempt mentions.
+attempt without an end (still running) counts up to the last utilization sample.
 
 Efficient formulation: a plain range join would compare each of the ~270M samples of the public
 trace with every placement of its GPU. Instead each placement is expanded into the hours it
@@ -57,9 +57,7 @@ def aggregates(ctx: Context) -> UtilAggregates | None:
 
 
 def _compute(ctx: Context) -> UtilAggregates:
-    horizon = ctx.scalar(
-        f"SELECT max(greatest(start_time, coalesce(end_time, start_time))) FROM {ctx.attempts}"
-    )
+    horizon = running_horizon(ctx, "gpu_util")
     con = ctx.store.con
     att, pl = f"_att_{ctx.jobs}", f"_pl_{ctx.jobs}"
     # Attempts with integer ids: the aggregation hashes small integers, not job-id strings.
@@ -124,6 +122,22 @@ def _compute(ctx: Context) -> UtilAggregates:
         by_size_status.astype({"ubin": int}),
         by_servers16.astype({"servers": int, "ubin": int}),
     )
+
+
+def running_horizon(ctx: Context, series: str) -> object:
+    """Where an attempt without an end stops counting: the last sample of ``series`` (one
+    scan, only when such attempts exist), or the latest attempt time."""
+    last = ctx.scalar(
+        f"SELECT max(greatest(start_time, coalesce(end_time, start_time))) FROM {ctx.attempts}"
+    )
+    running = ctx.scalar(
+        f"SELECT count(*) FROM {ctx.attempts} WHERE start_time IS NOT NULL AND end_time IS NULL"
+    )
+    if running:
+        tail = ctx.scalar(f"SELECT max(time) + INTERVAL 1 MINUTE FROM {series}")
+        if tail is not None and (last is None or tail > last):
+            return tail
+    return last
 
 
 def job_utilization(ctx: Context) -> pd.DataFrame:
