@@ -45,7 +45,7 @@ def failed_trials(ctx: Context) -> pd.DataFrame:
     return ctx.df(
         f"""WITH f AS (
             SELECT job_id, attempt_idx, reason, any_value(categories) AS categories,
-                   arg_min(message, line_no) AS message
+                   arg_min(message, coalesce(line_no, 0)) AS message
             FROM failures SEMI JOIN {ctx.jobs} USING (job_id)
             GROUP BY job_id, attempt_idx, reason)
         SELECT f.job_id, f.attempt_idx, j.user_id, coalesce(f.reason, 'No signature') AS reason,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from philly_analyze.analysis import paper
 from philly_analyze.analysis.common import BUCKET_LABELS, STATUSES, ecdf, hist_cdf
@@ -134,10 +135,13 @@ def table2_causes(report: Report) -> Figure | None:
     xt, xl = [], []
     for i, (col, label) in enumerate(cols):
         ours = np.array([float(t2.loc[k, col]) for k, _ in kinds])
-        pap = [
-            t2.loc[k, f"paper_{col}"] if f"paper_{col}" in t2.columns else None for k, _ in kinds
-        ]
-        pap_arr = np.array([0.0 if p is None or np.isnan(float(p)) else float(p) for p in pap])
+        pcol = f"paper_{col}"
+        pap_arr = np.array(
+            [
+                float(t2.loc[k, pcol]) if pcol in t2.columns and pd.notna(t2.loc[k, pcol]) else 0.0
+                for k, _ in kinds
+            ]
+        )
         for off, vals, hatch in ((-0.2, ours, ""), (0.2, pap_arr, "//")):
             tot = vals.sum()
             if tot <= 0:
