@@ -69,6 +69,10 @@ PER_JOB_COLUMNS = (
 def waits(ctx: Context) -> pd.DataFrame:
     """Every waiting interval of the scoped jobs: job_id, attempt_idx, kind (initial/retry),
     vc, n (GPUs), a_us, b_us (epoch microseconds; b may precede a for clock glitches)."""
+    return ctx.cached("queueing_waits", lambda: _waits(ctx)).copy()
+
+
+def _waits(ctx: Context) -> pd.DataFrame:
     return ctx.df(
         f"""WITH a AS (
             SELECT job_id, attempt_idx, start_time, num_gpus,

@@ -116,7 +116,7 @@ def fig3_queueing(report: Report) -> Figure | None:
         ax.set_title(f"{title} ({len(dv):,} jobs)")
         ax.set_xlabel("queueing delay (minutes, log above 1)")
         ax.set_ylabel("fraction of jobs")
-        ax.legend(loc="lower right", title="demand (jobs)", title_fontsize=8)
+        ax.legend(loc="best", title="demand (jobs)", title_fontsize=8)
     for j in range(len(panels), nrows * ncols):
         axes[j // ncols][j % ncols].set_visible(False)
     fig.suptitle("Figure 3: queueing delay CDF by GPU demand (zero delays kept)")
@@ -145,6 +145,7 @@ def table2_causes(report: Report) -> Figure | None:
         for off, vals, hatch in ((-0.2, ours, ""), (0.2, pap_arr, "//")):
             tot = vals.sum()
             if tot <= 0:
+                ax.text(i + off, 2, "n/a", ha="center", va="bottom", fontsize=8, color="#777777")
                 continue
             bottom = 0.0
             for (k, color), v in zip(kinds, vals, strict=True):
@@ -188,12 +189,14 @@ def fig4_locality(report: Report) -> Figure | None:
         for k, (servers, h) in enumerate(s16.groupby("servers", sort=True)):
             x, y = hist_cdf(h)
             mean = float(h["util_sum"].sum()) / float(h["minutes"].sum())
+            pm = paper.lookup("table5", "servers", servers, "mean")
+            ref = f", paper {pm:.1f}%" if pm is not None else ""
             ax.step(
                 x,
                 y,
                 where="post",
                 color=COLORS[k % len(COLORS)],
-                label=f"{servers} servers (mean {mean:.1f}%)",
+                label=f"{servers} servers (mean {mean:.1f}%{ref})",
             )
         ax.set_xlim(0, 100)
         ax.set_ylim(0, 1.02)
@@ -202,35 +205,25 @@ def fig4_locality(report: Report) -> Figure | None:
         ax.set_title("16-GPU jobs by servers spanned (Table 5)")
         ax.legend(loc="upper left")
     if dly is not None and not dly.empty:
+        from matplotlib.ticker import MaxNLocator
+
         ax = axes[0][i]
         for b in BUCKET_LABELS:
             db = dly[dly["gpu_bucket"] == b]
             if db.empty:
                 continue
             color, ls = BUCKET_STYLE[b]
-            ax.plot(
-                db["servers"],
-                db["p50_min"],
-                marker="o",
-                color=color,
-                ls=ls,
-                label=f"{b} GPU median",
-            )
-            ax.plot(
-                db["servers"],
-                db["p90_min"],
-                marker="^",
-                color=color,
-                ls=ls,
-                alpha=0.45,
-                label=f"{b} GPU p90",
-            )
+            ax.plot(db["servers"], db["p50_min"], marker="o", color=color, ls=ls, label=f"{b} GPU")
+            ax.plot(db["servers"], db["p90_min"], marker="^", color=color, ls=ls, lw=0.8, alpha=0.5)
+        ax.plot([], [], "o", color="#555555", label="median")
+        ax.plot([], [], "^", color="#555555", alpha=0.5, label="p90")
         ax.set_yscale("symlog", linthresh=1.0)
         ax.set_ylim(bottom=0)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("servers spanned by the first attempt")
         ax.set_ylabel("queueing delay (minutes, log above 1)")
         ax.set_title("Queueing delay vs servers spanned")
-        ax.legend(loc="upper left", ncols=2, fontsize=7.5)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), title="demand")
     fig.suptitle("Figure 4: locality")
     return fig
 
@@ -319,7 +312,7 @@ def fig7_host(report: Report) -> Figure | None:
         ax.set_ylim(0, 1.02)
         ax.set_xlabel(titles[key])
         ax.set_ylabel("fraction of server-minutes")
-        ax.set_title(f"{key.upper()} of servers running GPU jobs")
+        ax.set_title(f"{'CPU' if key == 'cpu' else 'Memory'} of servers running GPU jobs")
         ax.legend(loc="upper left")
     fig.suptitle("Figure 7: host resources")
     return fig
@@ -373,6 +366,12 @@ def fig8_convergence(report: Report) -> Figure | None:
     return fig
 
 
+def _headroom(ax: Any, *values: np.ndarray) -> None:
+    """Room above the bars for a one-line legend."""
+    top = max((float(np.nanmax(v)) for v in values if len(v) and np.isfinite(v).any()), default=1.0)
+    ax.set_ylim(0, (top or 1.0) * 1.25)
+
+
 def fig9_retries(report: Report) -> Figure | None:
     sec = _section(report, "retries")
     if sec is None:
@@ -400,7 +399,8 @@ def fig9_retries(report: Report) -> Figure | None:
         ax.set_xticks(x, [f"{b} GPU" if b != "all" else "all" for b in df["gpu_bucket"]])
         ax.set_xlabel("GPU demand")
         ax.set_ylabel(label)
-        ax.legend(loc="upper left")
+        _headroom(ax, ours, pap)
+        ax.legend(loc="upper left", ncols=2)
     fig.suptitle("Figure 9: retries and unsuccessful jobs by GPU demand")
     return fig
 
@@ -430,7 +430,8 @@ def table6_status(report: Report) -> Figure | None:
         ax.set_xticks(x, list(df["status"]))
         ax.set_ylabel(label)
         ax.set_xlabel("final status")
-        ax.legend(loc="upper right")
+        _headroom(ax, df[col].astype(float).to_numpy(), df[f"paper_{col}"].astype(float).to_numpy())
+        ax.legend(loc="upper left", ncols=2)
     fig.suptitle("Table 6: jobs and GPU time by final status")
     return fig
 
