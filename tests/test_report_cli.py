@@ -120,7 +120,7 @@ def test_markdown_escapes_log_content(full_store: Path) -> None:
     r = invoke("--store", str(full_store), "--format", "md", "-q")
     assert r.exit_code == 0
     assert "<script" not in r.output and "<img" not in r.output
-    assert "&lt;img src=x onerror=alert(1)&gt;\\|vc" in r.output  # | escaped in tables
+    assert "&lt;img src=x onerror=alert(1)>\\|vc" in r.output  # | escaped in tables
 
 
 def test_default_format_when_piped_is_markdown(full_store: Path) -> None:

@@ -1,7 +1,7 @@
 """``--format md``: GitHub-flavoured markdown, one section per analysis, the paper's value in a
 ``(paper)`` column right after each computed one. Text from the data is escaped for markdown
-tables (``|``, newlines) and for inline HTML (``<``, ``>``, ``&``), so a log line cannot inject
-markup when the markdown is rendered."""
+tables (``|``, newlines) and for inline HTML (``<`` and ``&``: no tag or entity can open), so a
+log line cannot inject markup when the markdown is rendered; ``>8`` stays readable."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ def _esc(s: str) -> str:
     return (
         s.replace("&", "&amp;")
         .replace("<", "&lt;")
-        .replace(">", "&gt;")
         .replace("|", "\\|")
         .replace("\r", " ")
         .replace("\n", " ")
