@@ -272,7 +272,8 @@ EPOCHS = Table(
 
 FAILURES = Table(
     "failures",
-    "Failure evidence per attempt, classified with the signature rules (Table 7).",
+    "Failure evidence per attempt, classified with the signature rules (Table 7): one row per "
+    "attempt whose framework logs were ingested.",
     (
         _c("job_id", STR, "Job id.", nullable=False),
         _c("attempt_idx", I32, "0-based attempt index."),
@@ -281,6 +282,15 @@ FAILURES = Table(
         _c("signature", STR, "Id of the matching rule (NULL for No signature)."),
         _c("line_no", I64, "Line of the matching text in the log."),
         _c("message", STR, "The matching log line (as found in the log; escape before display)."),
+        _c(
+            "verdict",
+            STR,
+            "What the logs say about the attempt: failed (a rule matched), completed (the run "
+            "ended normally; errors before that are benign), unmatched (error-looking lines, "
+            "no rule), none (no evidence). Only failed rows carry a reason other than "
+            "'No signature'. See docs/framework-logs.md.",
+        ),
+        _c("log_file", STR, "The log file line_no and message come from."),
     ),
 )
 
@@ -399,3 +409,28 @@ def duckdb_type(type_: pa.DataType) -> str:
         pa.int16(): "SMALLINT",
         pa.bool_(): "BOOLEAN",
     }[type_]
+
+
+def markdown() -> str:
+    """The store's tables as Markdown (docs/store.md is this, kept in sync by a test)."""
+    out = [
+        "# Store tables",
+        "",
+        "Generated from `philly_analyze/schemas.py` (`python -m philly_analyze.schemas > docs/store.md`).",
+        "All times are UTC (`TIMESTAMPTZ`). *Derived* columns are computed by the catalog's views.",
+        "",
+    ]
+    for t in (*TABLES.values(), INGEST_LOG):
+        out += [f"## `{t.name}`", "", t.doc, ""]
+        if t.partition_by_month:
+            out += ["Stored as monthly Parquet partitions (`parquet/%s/month=YYYY-MM/`)." % t.name, ""]
+        out += ["| column | type | meaning |", "|---|---|---|"]
+        for c in t.columns:
+            kind = duckdb_type(c.type) + (" (derived)" if c.derived else "")
+            out.append(f"| `{c.name}` | {kind} | {c.doc} |")
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

@@ -49,6 +49,16 @@ DEFAULT_STORE = "philly-store"
 PARQUET_OPTS: dict[str, Any] = {"compression": "zstd"}
 
 
+def connect(database: str = ":memory:", *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection configured the project's way: UTC session time zone (all stored
+    times are UTC) and no DuckDB progress bar (our own progress goes to stderr, and only when
+    wanted). Use this instead of ``duckdb.connect``."""
+    con = duckdb.connect(database, read_only=read_only)
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 def default_store_path() -> Path:
     """``$PHILLY_STORE`` or ``./philly-store``."""
     return Path(os.environ.get("PHILLY_STORE", DEFAULT_STORE))
@@ -97,11 +107,14 @@ class Batch:
         con: duckdb.DuckDBPyConnection,
         query: str,
         params: Sequence[Any] | None = None,
+        *,
+        month_column: str | None = None,
     ) -> int:
         """Write the result of a DuckDB query straight to staged Parquet (no Python rows).
 
-        The query must produce the physical columns of ``table`` in order; partitioned tables
-        are split by month of ``time``. Returns rows written."""
+        The query must produce the physical columns of ``table``; partitioned tables are split
+        by month of ``time`` (UTC), or by ``month_column`` when the query already provides it
+        as an INTEGER yyyymm (cheaper). Returns rows written."""
         t = schemas.TABLES[table]
         cols = ", ".join(
             f"CAST({c.name} AS {schemas.duckdb_type(c.type)}) AS {c.name}"
@@ -111,8 +124,11 @@ class Batch:
         target = self.staging / table / f"copy{self._copies}"
         if t.partition_by_month:
             target.mkdir(parents=True, exist_ok=True)
+            month = month_column or (
+                "(year(time AT TIME ZONE 'UTC') * 100 + month(time AT TIME ZONE 'UTC'))"
+            )
             sql = (
-                f"COPY (SELECT {cols}, strftime(time AT TIME ZONE 'UTC', '%Y-%m') AS month "
+                f"COPY (SELECT {cols}, {month}::INTEGER AS month "
                 f"FROM ({query})) TO {sql_literal(str(target))} "
                 f"(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (month), "
                 f"FILENAME_PATTERN {sql_literal(self.batch_id + '-c' + str(self._copies) + '-{i}')}, "
@@ -125,8 +141,8 @@ class Batch:
                 f"{sql_literal(str(target / f'{self.batch_id}-c{self._copies}.parquet'))} "
                 f"(FORMAT parquet, COMPRESSION zstd)"
             )
-        n = con.execute(sql, params or []).fetchone()
-        written = int(n[0]) if n else 0
+        rows = con.execute(sql, params or []).fetchall()
+        written = int(rows[0][0]) if rows else 0
         self.rows[table] = self.rows.get(table, 0) + written
         if written == 0:
             shutil.rmtree(target, ignore_errors=True)
@@ -175,6 +191,8 @@ class Batch:
                 continue
             for f in sorted(tdir.rglob("*.parquet")):
                 month = next((p for p in f.parts if p.startswith("month=")), "")
+                if month and "-" not in month:  # month=201710 from DuckDB -> month=2017-10
+                    month = f"month={month[6:10]}-{month[10:12]}"
                 rel = Path("parquet") / table / month / f"{self.batch_id}-{len(out)}.parquet"
                 out.append((table, f, str(rel)))
         return out
@@ -207,13 +225,12 @@ class Store:
         if not read_only:
             self.path.mkdir(parents=True, exist_ok=True)
         try:
-            self.con = duckdb.connect(str(self.catalog), read_only=read_only)
+            self.con = connect(str(self.catalog), read_only=read_only)
         except duckdb.IOException as e:
             raise StoreError(
                 f"cannot open {self.catalog}: {str(e).splitlines()[0]} "
                 "(is another philly-analyze or duckdb process using this store?)"
             ) from e
-        self.con.execute("SET TimeZone = 'UTC'")
         if not read_only:
             self._init_catalog()
             self._collect_garbage()
@@ -241,7 +258,7 @@ class Store:
             f"{col.name} {schemas.duckdb_type(col.type)}" for col in schemas.INGEST_LOG.columns
         )
         c.execute(f"CREATE TABLE IF NOT EXISTS ingest_log ({cols})")
-        row = c.execute("SELECT value FROM _meta WHERE key = 'version'").fetchone()
+        row = _first(c.execute("SELECT value FROM _meta WHERE key = 'version'").fetchall())
         if row is None:
             c.execute("INSERT INTO _meta VALUES ('version', ?)", [str(STORE_VERSION)])
         elif int(row[0]) != STORE_VERSION:
@@ -264,7 +281,7 @@ class Store:
     def _views_stale(self) -> bool:
         """Views are rebuilt when the store was moved (they hold absolute paths)."""
         try:
-            row = self.con.execute("SELECT value FROM _meta WHERE key = 'root'").fetchone()
+            row = _first(self.con.execute("SELECT value FROM _meta WHERE key = 'root'").fetchall())
         except duckdb.CatalogException:
             return False
         return row is None or row[0] != str(self.path)
@@ -321,15 +338,25 @@ class Store:
                     [table, rel, batch.batch_id, source_format, n],
                 )
             names = [col.name for col in schemas.INGEST_LOG.columns]
+            values = []
             for entry in log_entries:
                 e = {**entry, "batch_id": batch.batch_id}
                 e.setdefault("ingested_at", datetime.now(UTC))
                 if isinstance(e.get("tables"), dict):
                     e["tables"] = json.dumps(e["tables"], sort_keys=True)
-                c.execute(
-                    f"INSERT INTO ingest_log ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-                    [e.get(n) for n in names],
+                values.append([e.get(n) for n in names])
+            if values:
+                # One statement for the whole batch: a grouped format may log 100,000 files
+                # (one INSERT each cost ~3 ms).
+                log_rows = pa.Table.from_pylist(
+                    [dict(zip(names, v, strict=True)) for v in values],
+                    schema=schemas.INGEST_LOG.schema,
                 )
+                c.register("_new_ingest_log", log_rows)
+                c.execute(
+                    f"INSERT INTO ingest_log ({', '.join(names)}) SELECT * FROM _new_ingest_log"
+                )
+                c.unregister("_new_ingest_log")
             self._rebuild_views_sql()
             c.execute("COMMIT")
         except BaseException:
@@ -387,14 +414,17 @@ class Store:
 
     def arrow(self, query: str, params: Sequence[Any] | None = None) -> pa.Table:
         """Run a query and return an Arrow table."""
-        return self.con.execute(query, params or []).to_arrow_table()
+        rel = self.con.sql(query, params=params) if params else self.con.sql(query)
+        return rel.to_arrow_table()
 
     def has_rows(self, table: str) -> bool:
         """Whether the store holds any Parquet data for a table (cheap: reads the file list)."""
-        row = self.con.execute(
-            "SELECT coalesce(sum(rows), 0) FROM _files WHERE tbl = ?", [table]
-        ).fetchone()
-        return bool(row and row[0])
+        return bool(self.scalar("SELECT coalesce(sum(rows), 0) FROM _files WHERE tbl = ?", [table]))
+
+    def scalar(self, query: str, params: Sequence[Any] | None = None) -> Any:
+        """The first column of the first row (None if no row)."""
+        row = _first(self.con.execute(query, params or []).fetchall())
+        return None if row is None else row[0]
 
     def row_counts(self) -> dict[str, int]:
         """Rows per physical table (from the file list, before merging sources)."""
@@ -406,6 +436,12 @@ class Store:
     def ingest_log(self) -> Any:
         """The ingest_log as a DataFrame."""
         return self.df("SELECT * FROM ingest_log ORDER BY ingested_at, source")
+
+
+def _first(rows: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
+    # fetchall, not fetchone: DuckDB 2 refuses new work on a connection while a result is
+    # only partly fetched.
+    return rows[0] if rows else None
 
 
 def _empty_select(columns: Sequence[schemas.Column]) -> str:

@@ -78,5 +78,5 @@ def quotas_for_store(store: object, path: str | Path | None = None) -> dict[str,
     rows = store.con.execute(
         "SELECT vc, sum(gpu_time_s) FROM jobs WHERE vc IS NOT NULL GROUP BY vc"
     ).fetchall()
-    total = store.con.execute("SELECT coalesce(sum(num_gpus), 0) FROM machines").fetchone()
-    return infer_quotas({v: float(t or 0) for v, t in rows}, int(total[0]) if total else 0)
+    total = store.scalar("SELECT coalesce(sum(num_gpus), 0) FROM machines")
+    return infer_quotas({v: float(t or 0) for v, t in rows}, int(total or 0))

@@ -22,7 +22,7 @@ import duckdb
 from philly_analyze.errors import InputFormatError
 from philly_analyze.ingest.source import Source
 from philly_analyze.progress import NullTracker, Tracker
-from philly_analyze.store import Batch, sql_literal
+from philly_analyze.store import Batch, connect, sql_literal
 
 #: Zone suffix -> hours to add to the wall-clock time to get UTC.
 _SUFFIX_TO_UTC_HOURS = {"PDT": 7, "PST": 8, "UTC": 0, "GMT": 0}
@@ -30,31 +30,35 @@ TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}( (PDT|PST|UTC|GMT))?
 
 
 def parsed_time_cte(raw: str, strict: bool) -> str:
-    """SQL for a relation ``parsed``: every column of ``raw`` plus ``__utc``, the UTC
-    TIMESTAMPTZ of the ``time`` column (``2017-10-03 00:08:00 PDT``; a time without a zone is
-    read in the zone given as the ``?`` parameter). Rows whose time does not parse raise an
-    error when ``strict``, else are dropped."""
+    """SQL for a relation ``parsed``: every column of ``raw`` plus ``__utc`` (TIMESTAMPTZ) and
+    ``__month`` (INTEGER yyyymm of the UTC time, the partition key) of the ``time`` column
+    (``2017-10-03 00:08:00 PDT``; a time without a zone is read in the zone given as the ``?``
+    parameter). Rows whose time does not parse raise an error when ``strict``, else are dropped.
+    The UTC time is built as a naive TIMESTAMP first: date parts of naive times are cheap."""
     cases = " ".join(
-        f"WHEN {sql_literal(k)} THEN CAST(__naive + INTERVAL {v} HOUR AS TIMESTAMPTZ)"
+        f"WHEN {sql_literal(k)} THEN __naive + INTERVAL {v} HOUR"
         for k, v in _SUFFIX_TO_UTC_HOURS.items()
     )
     utc = (
         "CASE WHEN __naive IS NULL THEN NULL "
-        "WHEN length(time) = 19 THEN timezone(?::VARCHAR, __naive) "
+        "WHEN length(time) = 19 THEN CAST(timezone(?::VARCHAR, __naive) AS TIMESTAMP) "
         f"ELSE CASE substr(time, 21) {cases} ELSE NULL END END"
     )
     naive = (
         f"SELECT *, try_strptime(substr(time, 1, 19), '%Y-%m-%d %H:%M:%S') AS __naive FROM {raw}"
     )
-    if strict:
-        check = (
-            "CASE WHEN __u IS NULL THEN error('unparsable time: ' || coalesce(time, 'NULL')) "
-            "ELSE __u END"
-        )
-        return (
-            f"parsed AS (SELECT *, {check} AS __utc FROM (SELECT *, {utc} AS __u FROM ({naive})))"
-        )
-    return f"parsed AS (SELECT * FROM (SELECT *, {utc} AS __utc FROM ({naive})) WHERE __utc IS NOT NULL)"
+    check = (
+        "CASE WHEN __u IS NULL THEN error('unparsable time: ' || coalesce(time, 'NULL')) "
+        "ELSE __u END"
+        if strict
+        else "__u"
+    )
+    inner = f"SELECT *, {check} AS __un FROM (SELECT *, {utc} AS __u FROM ({naive}))"
+    where = "" if strict else " WHERE __un IS NOT NULL"
+    return (
+        "parsed AS (SELECT *, CAST(__un AS TIMESTAMPTZ) AS __utc, "
+        f"(year(__un) * 100 + month(__un))::INTEGER AS __month FROM ({inner}){where})"
+    )
 
 
 @dataclass
@@ -64,7 +68,7 @@ class CsvSpec:
     #: Declared column names and DuckDB types, in file order (including a trailing empty one).
     columns: Sequence[tuple[str, str]]
     #: SELECT over the relation ``parsed`` (the CSV's columns plus ``__utc``, the row's time in
-    #: UTC) producing the target table's physical columns.
+    #: UTC, and ``__month``) producing the target table's physical columns, then ``__month``.
     select: str
     table: str
 
@@ -136,8 +140,24 @@ def _run(
     *,
     strict: bool,
 ) -> tuple[int, int]:
-    con = duckdb.connect()
-    con.execute("SET TimeZone = 'UTC'")
+    con = connect()
+    try:
+        return _run_on(con, source, batch, spec, timezone, tracker, strict=strict)
+    finally:
+        # Closing waits for DuckDB's writer threads, so the staging folder can then go.
+        con.close()
+
+
+def _run_on(
+    con: duckdb.DuckDBPyConnection,
+    source: Source,
+    batch: Batch,
+    spec: CsvSpec,
+    timezone: str,
+    tracker: Tracker,
+    *,
+    strict: bool,
+) -> tuple[int, int]:
     cols = "{" + ", ".join(f"{sql_literal(n)}: {sql_literal(t)}" for n, t in spec.columns) + "}"
     with source.duckdb_path(tracker) as path:
         raw = (
@@ -151,7 +171,9 @@ def _run(
             _poll_progress(con, source, tracker) if source.path and not source.compression else None
         )
         try:
-            written = batch.copy_query(spec.table, con, query, [timezone] * n_params)
+            written = batch.copy_query(
+                spec.table, con, query, [timezone] * n_params, month_column="__month"
+            )
         finally:
             if stop:
                 stop()
@@ -164,7 +186,6 @@ def _run(
         reason = f"{etype}: {msg.splitlines()[0] if msg else ''}".strip()
         batch.reject(source.name, int(line), reason, csv_line)
         rejected += 1
-    con.close()
     return written, rejected
 
 

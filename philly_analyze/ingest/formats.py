@@ -11,7 +11,8 @@
         def session(self, batch: Batch, ctx: IngestContext) -> Session: ...
 
 A ``Session`` parses sources into the batch (``feed``) and writes what it accumulated at the
-end (``finish``). Bad rows go to ``batch.reject``; a source that cannot be read at all raises
+end (``finish``). A source the format recognises but cannot use raises ``SkipSource`` (listed as
+skipped, not recorded). Bad rows go to ``batch.reject``; a source that cannot be read at all raises
 ``InputFormatError`` naming file and line (rows already written by that source are kept).
 Detection order is registration order, so specific formats register before generic ones.
 """
@@ -54,6 +55,12 @@ class SourceResult:
     provided: str = ""
 
 
+class SkipSource(Exception):
+    """Raised by ``Session.feed`` before writing anything: this source cannot be used as given
+    (the message says why and how to fix it, e.g. a framework log whose job is unknown). The
+    pipeline lists it as ``skipped`` and records nothing, so a later run can still ingest it."""
+
+
 class Session(Protocol):
     """Parses the sources of one format into one batch."""
 
@@ -76,6 +83,8 @@ class Format:
 
 
 FORMATS: list[Format] = []
+#: Whether load_formats has imported every module (detect() runs once per file).
+_LOADED = False
 
 #: Modules that register formats, in detection order (specific before generic).
 FORMAT_MODULES = (
@@ -96,9 +105,17 @@ def register(cls: type[Format]) -> type[Format]:
 
 def load_formats() -> list[Format]:
     """Import every format module that exists (each registers itself)."""
+    global _LOADED
+    if _LOADED:
+        return FORMATS
     for mod in FORMAT_MODULES:
         if importlib.util.find_spec(mod) is not None:
             importlib.import_module(mod)
+    # Detection order is FORMAT_MODULES order, whatever order the modules were imported in
+    # (a test or a library user may import a generic format's module first).
+    order = {m: i for i, m in enumerate(FORMAT_MODULES)}
+    FORMATS.sort(key=lambda f: order.get(type(f).__module__, len(order)))
+    _LOADED = True
     return FORMATS
 
 

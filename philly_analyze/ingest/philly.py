@@ -446,20 +446,20 @@ class _CsvSession:
 
     def _observe(self, source: Source) -> int:
         """Per machine, how many GPUs carried data (for machines.observed_num_gpus)."""
-        import duckdb
-
-        from philly_analyze.store import sql_literal
+        from philly_analyze.store import connect, sql_literal
 
         files = sorted((self.batch.staging / "gpu_util").rglob("*.parquet"))
         if not files:
             return 0
         lst = ", ".join(sql_literal(str(f)) for f in files)
-        tbl = duckdb.sql(
+        con = connect()
+        tbl = con.sql(
             f"SELECT machine_id, (max(gpu_idx) + 1)::SMALLINT AS observed_num_gpus, "
             f"min(time) AS first_seen, max(time) AS last_seen, "
             f"{sql_literal(self.fmt.name)} AS source "
             f"FROM read_parquet([{lst}]) GROUP BY machine_id"
         ).to_arrow_table()
+        con.close()
         return self.batch.write("machine_observations", tbl)
 
     def finish(self) -> dict[str, int]:
@@ -498,8 +498,8 @@ class PhillyGpuUtil(_PhillyCsv):
         )
         util_list = ", ".join(gpus)
         select = (
-            f"SELECT __utc AS time, machine_id, (g - 1)::SMALLINT AS gpu_idx, u[g] AS util "
-            f"FROM (SELECT __utc, machine_id, [{util_list}] AS u FROM parsed), "
+            f"SELECT __utc AS time, machine_id, (g - 1)::SMALLINT AS gpu_idx, u[g] AS util, "
+            f"__month FROM (SELECT __utc, __month, machine_id, [{util_list}] AS u FROM parsed), "
             f"range(1, {len(gpus) + 1}) AS r(g) WHERE u[g] IS NOT NULL AND NOT isnan(u[g])"
         )
         return CsvSpec(cols, select, "gpu_util")
@@ -517,7 +517,7 @@ class PhillyCpuUtil(_PhillyCsv):
             head, ["time", "machine_id", "cpu_util"], ["VARCHAR", "VARCHAR", "FLOAT"]
         )
         select = (
-            "SELECT __utc AS time, machine_id, cpu_util AS util FROM parsed "
+            "SELECT __utc AS time, machine_id, cpu_util AS util, __month FROM parsed "
             "WHERE cpu_util IS NOT NULL AND NOT isnan(cpu_util)"
         )
         return CsvSpec(cols, select, "cpu_util")
@@ -538,7 +538,7 @@ class PhillyMemUtil(_PhillyCsv):
         )
         # mem_total == 0 rows carry no information (formats.md): skipped.
         select = (
-            "SELECT __utc AS time, machine_id, mem_total, mem_free FROM parsed "
+            "SELECT __utc AS time, machine_id, mem_total, mem_free, __month FROM parsed "
             "WHERE mem_total IS NOT NULL AND mem_total > 0 AND mem_free IS NOT NULL"
         )
         return CsvSpec(cols, select, "mem_util")

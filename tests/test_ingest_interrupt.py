@@ -1,0 +1,92 @@
+"""An interrupted or killed ingest leaves the previous state of the store readable."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+from click.testing import CliRunner
+
+from philly_analyze.cli import main
+from philly_analyze.store import Store
+from tests.philly_files import GPU_HEADER
+
+CLI = [sys.executable, "-c", "from philly_analyze.cli import main; main()"]
+
+
+def _big_gpu_util(path: Path, minutes: int = 20000, machines: int = 20) -> None:
+    """~90 MB: big enough that reading it takes a while (values repeat; times do not)."""
+    rng = np.random.default_rng(0)
+    block = "".join(
+        "{ts}," + f"m{k}," + ",".join(f"{v:.3f}" for v in rng.uniform(0, 100, 8)) + ",\n"
+        for k in range(machines)
+    )
+    times = np.datetime64("2017-10-01T00:00") + np.arange(minutes).astype("timedelta64[m]")
+    with open(path, "w") as f:
+        f.write(GPU_HEADER)
+        f.write("".join(block.replace("{ts}", str(t).replace("T", " ") + ":00 PDT") for t in times))
+
+
+def _count(store: Path) -> int:
+    con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
+    try:
+        return con.execute("SELECT count(*) FROM gpu_util").fetchall()[0][0]
+    finally:
+        con.close()
+
+
+def _start_and_wait_for_staging(args: list[str], store: Path) -> subprocess.Popen:
+    p = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        staging = store / ".staging"
+        if staging.exists() and any(staging.iterdir()):
+            return p
+        if p.poll() is not None:
+            raise AssertionError(f"ingest ended before it could be interrupted: {p.stderr.read()}")
+        time.sleep(0.005)
+    p.kill()
+    raise AssertionError("ingest never started writing")
+
+
+def _prepare(tmp_path: Path) -> tuple[Path, Path]:
+    store = tmp_path / "store"
+    small = tmp_path / "small"
+    small.write_text(GPU_HEADER + "2017-10-01 00:00:00 PDT,m0,1,2,NA,NA,NA,NA,NA,NA,\n")
+    assert (
+        CliRunner().invoke(main, ["ingest", str(small), "--store", str(store), "-q"]).exit_code == 0
+    )
+    big = tmp_path / "big"
+    _big_gpu_util(big)
+    return store, big
+
+
+def test_sigkill_mid_ingest_leaves_previous_state(tmp_path: Path) -> None:
+    store, big = _prepare(tmp_path)
+    p = _start_and_wait_for_staging(["ingest", str(big), "--store", str(store), "-q"], store)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert _count(store) == 2  # the earlier state, readable by plain duckdb
+    # The next write open removes the debris, and the ingest then completes.
+    Store(store).close()
+    assert not (store / ".staging").exists()
+    r = CliRunner().invoke(main, ["ingest", str(big), "--store", str(store), "-q"])
+    assert r.exit_code == 0
+    assert _count(store) == 2 + 20000 * 20 * 8
+
+
+def test_ctrl_c_exits_130_and_keeps_previous_state(tmp_path: Path) -> None:
+    store, big = _prepare(tmp_path)
+    p = _start_and_wait_for_staging(["ingest", str(big), "--store", str(store)], store)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert _count(store) == 2
+    assert not (store / ".staging").exists() or not any((store / ".staging").iterdir())
