@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from analysis_stores import Att, Job, write_store
 
 from philly_analyze.analysis import run
 from philly_analyze.store import Store
+from tests.analysis_stores import Att, Job, write_store
 
 
 def _epochs(job: str, attempt: int, losses: list[float]) -> list[dict]:

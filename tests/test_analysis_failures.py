@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from analysis_stores import Att, Job, write_store
 
 from philly_analyze.analysis import run
 from philly_analyze.store import Store
+from tests.analysis_stores import Att, Job, write_store
 
 
 def _failure(job: str, attempt: int, reason: str, cats: str, message: str = "boom") -> dict:
@@ -115,3 +115,26 @@ def test_missing_failures_table(tmp_path: Path) -> None:
     with Store(p, read_only=True) as s:
         rep = run(s, ["failures"])
     assert rep["failures"].tables == [] and "failures table" in rep["failures"].notes[0]
+
+
+def test_logs_only_store_uses_verdicts(tmp_path: Path) -> None:
+    """Framework logs without scheduler data: verdict failed/unmatched rows are the trials
+    (RTF unknown); completed/none are not failures."""
+    import pyarrow as pa
+
+    rows = [
+        {**_failure("x1", 0, "GPU out of memory", "AE"), "verdict": "failed"},
+        {**_failure("x2", 0, "No signature", "-"), "verdict": "unmatched"},
+        {**_failure("x3", 0, "No signature", "-"), "verdict": "completed"},
+        {**_failure("x4", 0, "No signature", "-"), "verdict": "none"},
+    ]
+    p = write_store(tmp_path / "s", extra={"failures": pa.Table.from_pylist(rows)})
+    with Store(p, read_only=True) as s:
+        rep = run(s, ["failures"])
+    t7 = rep["failures"].frame("table7").set_index("reason")
+    assert t7.loc["GPU out of memory", "trials"] == 1
+    assert t7.loc["No signature", "trials"] == 1  # x2 only
+    assert t7.loc["total", "trials"] == 2
+    notes = " ".join(rep["failures"].notes)
+    assert "2 failed trials are known only from their logs" in notes
+    assert "2 attempts with failure evidence did not fail" in notes

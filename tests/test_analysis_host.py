@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from analysis_stores import Att, Job, t, write_store
 
 from philly_analyze.analysis import run
 from philly_analyze.store import Store
+from tests.analysis_stores import Att, Job, t, write_store
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from analysis_stores import Att, Job, write_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +14,7 @@ from philly_analyze.analysis.common import Context, Scope
 from philly_analyze.analysis.queueing import decompose, decompose_store
 from philly_analyze.locality import fits_strict, fits_strict_headroom
 from philly_analyze.store import Store
+from tests.analysis_stores import Att, Job, write_store
 
 E8 = list(range(8))
 QUOTAS = {"a": 8, "b": 24, "c": 1}

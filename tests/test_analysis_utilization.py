@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from analysis_stores import Att, Job, minutes_util, write_store
 
 from philly_analyze.analysis import run
 from philly_analyze.store import Store
+from tests.analysis_stores import Att, Job, minutes_util, write_store
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from analysis_stores import Att, Job, minutes_util, write_store
 from click.testing import CliRunner
 
 from philly_analyze.analysis import CONTRACT_KEYS
 from philly_analyze.cli import main
+from tests.analysis_stores import Att, Job, minutes_util, write_store
 
 EVIL_JOB = "application_1_<script>alert('job')</script>"
 EVIL_VC = "<img src=x onerror=alert(1)>|vc"
@@ -181,27 +181,21 @@ def test_missing_store_is_a_user_error(tmp_path: Path) -> None:
     assert r.exit_code == 1 and "no store" in r.output
 
 
-def test_figures_written_and_deterministic(full_store: Path, tmp_path: Path) -> None:
-    for d in ("f1", "f2"):
-        r = invoke(
-            "--store", str(full_store), "--format", "json", "--figures", str(tmp_path / d), "-q"
-        )
-        assert r.exit_code == 0
+def test_figures_written_deterministic_and_linked(full_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "rep" / "report.md"
+    r1 = invoke("--store", str(full_store), "-o", str(out), "--figures", str(tmp_path / "f1"), "-q")
+    r2 = invoke(
+        "--store", str(full_store), "--format", "json", "--figures", str(tmp_path / "f2"), "-q"
+    )
+    assert r1.exit_code == 0 and r2.exit_code == 0
     names = sorted(p.name for p in (tmp_path / "f1").iterdir())
     assert "fig3_queueing_delay.png" in names and "fig3_queueing_delay.svg" in names
     assert "fig5_util_by_status.png" in names and "fig9_retries.svg" in names
-    for n in names:
+    for n in names:  # same data, same bytes (PNG and SVG)
         assert (tmp_path / "f1" / n).read_bytes() == (tmp_path / "f2" / n).read_bytes(), n
     assert (tmp_path / "f1" / "fig3_queueing_delay.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_markdown_links_figures(full_store: Path, tmp_path: Path) -> None:
-    out = tmp_path / "rep" / "report.md"
-    r = invoke(
-        "--store", str(full_store), "-o", str(out), "--figures", str(tmp_path / "figs"), "-q"
-    )
-    assert r.exit_code == 0
-    assert "![fig9_retries](../figs/fig9_retries.png)" in out.read_text()
+    # markdown links the PNGs relative to the report's folder
+    assert "![fig9_retries](../f1/fig9_retries.png)" in out.read_text()
 
 
 def test_replay_store(tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ Input: the store's ``failures`` table (one row per attempt with its classified `
 ``categories``, written by the framework-log parser with the signature rules) joined with the
 attempts whose ``outcome`` is ``failed``. Evidence on attempts that did not fail (e.g. an error
 printed by a job that later passed) is not a failure and is left out (counted in the notes).
+Logs of attempts the scheduler data does not know (a store of framework logs only) count when
+their ``verdict`` is ``failed`` or ``unmatched`` (the logs' own view); their RTF is unknown.
 
 Per reason: trials (failed attempts), distinct jobs and users; runtime to failure (RTF, the
 failed attempt's duration, minutes) p50/p90/p95 and the reason's share of all RTF; the trials
@@ -41,19 +43,25 @@ _PAPER_COLS = (
 
 def failed_trials(ctx: Context) -> pd.DataFrame:
     """One row per (failed attempt, reason): job_id, attempt_idx, user_id, reason,
-    categories, message (the matching log line), gpus, rtf_min."""
+    categories, message (the matching log line), gpus, rtf_min, from_scheduler (False when
+    the attempt is known only from its logs: then ``verdict`` decides and RTF is unknown)."""
+    scoped = "" if ctx.scope.is_all else f"SEMI JOIN {ctx.jobs} USING (job_id)"
     return ctx.df(
         f"""WITH f AS (
             SELECT job_id, attempt_idx, reason, any_value(categories) AS categories,
+                   any_value(verdict) AS verdict,
                    arg_min(message, coalesce(line_no, 0)) AS message
-            FROM failures SEMI JOIN {ctx.jobs} USING (job_id)
+            FROM failures {scoped}
             GROUP BY job_id, attempt_idx, reason)
         SELECT f.job_id, f.attempt_idx, j.user_id, coalesce(f.reason, 'No signature') AS reason,
                coalesce(f.categories, '-') AS categories, f.message,
                coalesce(a.num_gpus, j.num_gpus) AS gpus,
-               coalesce(a.duration_s, epoch(a.end_time) - epoch(a.start_time)) / 60.0 AS rtf_min
-        FROM f JOIN {ctx.attempts} a USING (job_id, attempt_idx) JOIN {ctx.jobs} j USING (job_id)
+               coalesce(a.duration_s, epoch(a.end_time) - epoch(a.start_time)) / 60.0 AS rtf_min,
+               a.job_id IS NOT NULL AS from_scheduler
+        FROM f LEFT JOIN {ctx.attempts} a USING (job_id, attempt_idx)
+        LEFT JOIN {ctx.jobs} j USING (job_id)
         WHERE a.outcome = 'failed'
+           OR (a.job_id IS NULL AND f.verdict IN ('failed', 'unmatched'))
         ORDER BY f.job_id, f.attempt_idx, reason"""
     )
 
@@ -68,19 +76,27 @@ def compute(ctx: Context) -> Section:
         )
         return sec
     t = failed_trials(ctx)
+    scoped = "" if ctx.scope.is_all else f"SEMI JOIN {ctx.jobs} USING (job_id)"
     evidence = ctx.scalar(
-        f"SELECT count(*) FROM (SELECT DISTINCT job_id, attempt_idx FROM failures "
-        f"SEMI JOIN {ctx.jobs} USING (job_id))"
+        f"SELECT count(*) FROM (SELECT DISTINCT job_id, attempt_idx FROM failures {scoped})"
     )
     failed = ctx.scalar(f"SELECT count(*) FROM {ctx.attempts} WHERE outcome = 'failed'")
     covered = t[["job_id", "attempt_idx"]].drop_duplicates().shape[0]
     if evidence and evidence > covered:
         sec.notes.append(
-            f"{int(evidence) - covered:,} attempts with failure evidence did not fail "
-            "(or are not in attempts): left out"
+            f"{int(evidence) - covered:,} attempts with failure evidence did not fail: left out"
         )
     if failed:
-        sec.notes.append(f"{covered:,} of {int(failed):,} failed attempts have failure evidence")
+        on_record = int(
+            t.loc[t["from_scheduler"], ["job_id", "attempt_idx"]].drop_duplicates().shape[0]
+        )
+        sec.notes.append(f"{on_record:,} of {int(failed):,} failed attempts have failure evidence")
+    logs_only = int((~t["from_scheduler"]).sum())
+    if logs_only:
+        sec.notes.append(
+            f"{logs_only:,} failed trials are known only from their logs (verdict failed or "
+            "unmatched, no attempt in the scheduler data): runtime to failure unknown"
+        )
     if t.empty:
         sec.notes.append("no failed attempt in scope has failure evidence")
         return sec
