@@ -86,6 +86,10 @@ def test_decomposition_by_hand(scenario: Path) -> None:
     assert per.loc["jr", "queue_delay_s"] == 0
     assert per.loc["jr", "retry_wait_s"] == pytest.approx(900)
     assert per.loc["jwb", "gpu_bucket"] == ">8"
+    # Two-way reading (other counts as fragmentation): jo and jr become fragmentation.
+    assert per.loc["jo", "cause_two_way"] == "fragmentation"
+    assert per.loc["jwa", "cause_two_way"] == "fair_share"
+    assert per.loc["ja1", "cause_two_way"] == "none"
     assert len(per) == 9  # every started job, joinable on job_id
 
 

@@ -160,6 +160,11 @@ class Context:
         """Whether the store holds rows for a physical table."""
         return self.store.has_rows(table)
 
+    def columns(self, relation: str) -> set[str]:
+        """Column names of a view or table (stores written before a column was added lack it)."""
+        rows = self.store.con.execute(f"DESCRIBE {relation}").fetchall()
+        return {r[0] for r in rows}
+
     def count(self, relation: str) -> int:
         return int(self.scalar(f"SELECT count(*) FROM {relation}") or 0)
 

@@ -46,10 +46,12 @@ def failed_trials(ctx: Context) -> pd.DataFrame:
     categories, message (the matching log line), gpus, rtf_min, from_scheduler (False when
     the attempt is known only from its logs: then ``verdict`` decides and RTF is unknown)."""
     scoped = "" if ctx.scope.is_all else f"SEMI JOIN {ctx.jobs} USING (job_id)"
+    # Stores written before failures.verdict existed have no such column.
+    verdict = "verdict" if "verdict" in ctx.columns("failures") else "NULL::VARCHAR"
     return ctx.df(
         f"""WITH f AS (
             SELECT job_id, attempt_idx, reason, any_value(categories) AS categories,
-                   any_value(verdict) AS verdict,
+                   any_value({verdict}) AS verdict,
                    arg_min(message, coalesce(line_no, 0)) AS message
             FROM failures {scoped}
             GROUP BY job_id, attempt_idx, reason)

@@ -27,7 +27,9 @@ kind are integrals computed with prefix sums, vectorised per (VC, demand) pair.
 
 Per job (``decompose``): seconds of each kind summed over its waits, and ``cause``: the kind
 with the most seconds (ties: fair_share, fragmentation, other), ``none`` for a job that never
-waited. Table 2 counts waiting jobs by cause and GPU bucket. Jobs that never started are left
+waited. ``cause_two_way`` is the same choice with other counted as fragmentation, for
+comparison with schedulers that record only two causes (the synthesizer's and the replay's
+ground truth decide by quota alone: every quota-left second is fragmentation there). Table 2 counts waiting jobs by cause and GPU bucket. Jobs that never started are left
 out (their wait has no end). Quotas: ``--vc-quotas FILE`` or ``vcquota.quotas_for_store``
 (proportional to GPU-time shares); a VC missing from the quotas has quota 0.
 """
@@ -63,6 +65,7 @@ PER_JOB_COLUMNS = (
     "fragmentation_s",
     "other_s",
     "cause",
+    "cause_two_way",
 )
 
 
@@ -147,6 +150,10 @@ def _decompose(ctx: Context) -> pd.DataFrame:
     secs = out[[f"{k}_s" for k in WAIT_KINDS]].to_numpy()
     cause = np.array(WAIT_KINDS, dtype=object)[np.argmax(secs, axis=1)]
     out["cause"] = np.where(out["wait_s"] > 0, cause, "none")
+    # Schedulers that record two causes call every quota-left second fragmentation.
+    quota_left = out["fragmentation_s"] + out["other_s"]
+    two = np.where(out["fair_share_s"] >= quota_left, "fair_share", "fragmentation")
+    out["cause_two_way"] = np.where(out["wait_s"] > 0, two, "none")
     return out[list(PER_JOB_COLUMNS)].reset_index(drop=True)
 
 

@@ -10,6 +10,8 @@ import pandas as pd
 from philly_analyze.analysis.result import PAPER_PREFIX, ResultTable
 
 MISSING = "–"
+#: Display names where ``_`` -> space reads badly.
+HEADERS = {"gpus_1": "1 GPU", "gpus_2_4": "2-4 GPUs", "gpus_5_8": "5-8 GPUs", "gpus_gt8": ">8 GPUs"}
 
 
 def is_paper(col: str) -> bool:
@@ -21,7 +23,7 @@ def header(col: str) -> str:
     """Display name of a column: ``paper_x`` -> ``(paper)``, underscores -> spaces."""
     if is_paper(col):
         return "(paper)"
-    return col.replace("_", " ")
+    return HEADERS.get(col, col.replace("_", " "))
 
 
 def cell(value: Any) -> str:
