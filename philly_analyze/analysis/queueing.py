@@ -294,10 +294,16 @@ def _notes(ctx: Context, sec: Section, per: pd.DataFrame) -> None:
         sec.notes.append(
             "VCs without a quota (treated as 0): " + ", ".join(v or "(none)" for v in missing)
         )
-    sec.notes.append(
-        f"VC quotas ({ctx.quota_source}): "
-        + ", ".join(f"{k}={v}" for k, v in sorted(quotas.items()))
-    )
+    if quotas:
+        sec.notes.append(
+            f"VC quotas ({ctx.quota_source}): "
+            + ", ".join(f"{k}={v}" for k, v in sorted(quotas.items()))
+        )
+    else:
+        sec.notes.append(
+            "no VC quotas (none given, and none inferable: the store lists no GPUs or no GPU "
+            "time): every wait counts as fair-share; give --vc-quotas FILE"
+        )
     tl = ctx.cache.get("timeline")
     if tl is not None and tl.attempts_without_placements:
         sec.notes.append(
