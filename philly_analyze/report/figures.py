@@ -236,38 +236,38 @@ def _util_cdf(report: Report, by: str) -> Figure | None:
     t3 = sec.frame("table3").set_index("job_size")
     fig, axes = _fig(6.0, 3.8)
     ax = axes[0][0]
+    # (label, histogram rows, computed mean, paper mean, colour) per line.
     if by == "status":
-        groups = [(s, h[h["status"] == s]) for s in STATUSES] + [("all", h)]
-        for name, g in groups:
-            if g.empty:
-                continue
-            x, y = hist_cdf(g)
-            label = f"{name} (mean {_fmt(t3.loc['all', name])}%, paper {_fmt(t3.loc['all', f'paper_{name}'])}%)"
-            ax.step(
-                x,
-                y,
-                where="post",
-                color=STATUS_COLORS[name],
-                label=label,
-                lw=2.0 if name == "all" else 1.4,
+        lines = [
+            (
+                s,
+                h[h["status"] == s],
+                t3.loc["all", s],
+                t3.loc["all", f"paper_{s}"],
+                STATUS_COLORS[s],
             )
+            for s in STATUSES
+        ]
         ax.set_title("Figure 5: per-minute GPU utilization by final status")
     else:
-        sizes = [(str(s), h[h["job_gpus"] == s]) for s in (1, 4, 8, 16)] + [("all", h)]
-        for k, (name, g) in enumerate(sizes):
-            if g.empty:
-                continue
-            x, y = hist_cdf(g)
-            label = f"{name} GPU (mean {_fmt(t3.loc[name, 'all'])}%, paper {_fmt(t3.loc[name, 'paper_all'])}%)"
-            ax.step(
-                x,
-                y,
-                where="post",
-                color=COLORS[k] if name != "all" else "#333333",
-                label=label,
-                lw=2.0 if name == "all" else 1.4,
+        lines = [
+            (
+                f"{n} GPU",
+                h[h["job_gpus"] == n],
+                t3.loc[str(n), "all"],
+                t3.loc[str(n), "paper_all"],
+                COLORS[k],
             )
+            for k, n in enumerate((1, 4, 8, 16))
+        ]
         ax.set_title("Figure 6: per-minute GPU utilization by job size")
+    lines.append(("all", h, t3.loc["all", "all"], t3.loc["all", "paper_all"], "#333333"))
+    for name, g, mean, ref, color in lines:
+        if g.empty:
+            continue
+        x, y = hist_cdf(g)
+        label = f"{name} (mean {_fmt(mean)}%, paper {_fmt(ref)}%)"
+        ax.step(x, y, where="post", color=color, label=label, lw=2.0 if name == "all" else 1.4)
     ax.set_xlim(0, 100)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("GPU utilization (%)")
@@ -372,18 +372,18 @@ def _headroom(ax: Any, *values: np.ndarray) -> None:
     ax.set_ylim(0, (top or 1.0) * 1.25)
 
 
-def fig9_retries(report: Report) -> Figure | None:
-    sec = _section(report, "retries")
-    if sec is None:
-        return None
-    df = sec.frame("fig9")
-    df = df[df["gpu_bucket"] != "unknown"]
-    fig, axes = _fig(8.0, 3.4, 2, 1)
+def _paired_bars(
+    df: Any,
+    ticks: list[str],
+    panels: tuple[tuple[str, str], ...],
+    xlabel: str,
+    paper_label: str,
+    title: str,
+) -> Figure:
+    """One panel per (column, y label): the computed value beside the paper's (hatched)."""
+    fig, axes = _fig(3.6 * len(panels) + 0.8, 3.3, len(panels), 1)
     x = np.arange(len(df))
-    for ax, col, label in (
-        (axes[0][0], "avg_retries", "average retries per job"),
-        (axes[0][1], "unsuccessful_rate", "unsuccessful rate (fraction of jobs)"),
-    ):
+    for ax, (col, label) in zip(axes[0], panels, strict=True):
         ours = df[col].astype(float).to_numpy()
         pap = df[f"paper_{col}"].astype(float).to_numpy()
         ax.bar(x - 0.2, ours, 0.38, color="#1f77b4", label="computed")
@@ -394,15 +394,34 @@ def fig9_retries(report: Report) -> Figure | None:
             color="#bbbbbb",
             hatch="//",
             edgecolor="white",
-            label="paper (read off plot)",
+            label=paper_label,
         )
-        ax.set_xticks(x, [f"{b} GPU" if b != "all" else "all" for b in df["gpu_bucket"]])
-        ax.set_xlabel("GPU demand")
+        ax.set_xticks(x, ticks)
+        ax.set_xlabel(xlabel)
         ax.set_ylabel(label)
         _headroom(ax, ours, pap)
         ax.legend(loc="upper left", ncols=2)
-    fig.suptitle("Figure 9: retries and unsuccessful jobs by GPU demand")
+    fig.suptitle(title)
     return fig
+
+
+def fig9_retries(report: Report) -> Figure | None:
+    sec = _section(report, "retries")
+    if sec is None:
+        return None
+    df = sec.frame("fig9")
+    df = df[df["gpu_bucket"] != "unknown"]
+    return _paired_bars(
+        df,
+        [f"{b} GPU" if b != "all" else "all" for b in df["gpu_bucket"]],
+        (
+            ("avg_retries", "average retries per job"),
+            ("unsuccessful_rate", "unsuccessful rate (fraction of jobs)"),
+        ),
+        "GPU demand",
+        "paper (read off plot)",
+        "Figure 9: retries and unsuccessful jobs by GPU demand",
+    )
 
 
 def table6_status(report: Report) -> Figure | None:
@@ -411,29 +430,14 @@ def table6_status(report: Report) -> Figure | None:
         return None
     df = sec.frame("table6")
     df = df[df["status"] != "total"]
-    fig, axes = _fig(7.0, 3.2, 2, 1)
-    x = np.arange(len(df))
-    for ax, col, label in (
-        (axes[0][0], "jobs_pct", "% of jobs"),
-        (axes[0][1], "gpu_time_pct", "% of GPU time"),
-    ):
-        ax.bar(x - 0.2, df[col].astype(float), 0.38, color="#1f77b4", label="computed")
-        ax.bar(
-            x + 0.2,
-            df[f"paper_{col}"].astype(float),
-            0.38,
-            color="#bbbbbb",
-            hatch="//",
-            edgecolor="white",
-            label="paper",
-        )
-        ax.set_xticks(x, list(df["status"]))
-        ax.set_ylabel(label)
-        ax.set_xlabel("final status")
-        _headroom(ax, df[col].astype(float).to_numpy(), df[f"paper_{col}"].astype(float).to_numpy())
-        ax.legend(loc="upper left", ncols=2)
-    fig.suptitle("Table 6: jobs and GPU time by final status")
-    return fig
+    return _paired_bars(
+        df,
+        list(df["status"]),
+        (("jobs_pct", "% of jobs"), ("gpu_time_pct", "% of GPU time")),
+        "final status",
+        "paper",
+        "Table 6: jobs and GPU time by final status",
+    )
 
 
 FIGURES: tuple[FigureSpec, ...] = (
