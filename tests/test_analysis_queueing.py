@@ -273,3 +273,38 @@ def test_sweep_matches_brute_force(tmp_path_factory: pytest.TempPathFactory, w) 
         assert (row["fair_share_s"], row["fragmentation_s"], row["other_s"]) == pytest.approx(
             (fair, frag, other)
         ), job_id
+
+
+def test_job_ended_in_queue_counts_with_scheduler_log(tmp_path: Path) -> None:
+    """q1 (a/4 GPUs) is submitted at 10 and killed in the queue at 40 (the RM log's KILLED
+    transition); b1 holds all of m0 [0,60). Quota a=100 is not the limit; no server has 4
+    free GPUs -> 30 min fragmentation. It counts in Table 2, not in the delay percentiles."""
+    import pyarrow as pa
+
+    from tests.analysis_stores import t
+
+    jobs = [
+        Job("b1", "a", "u", "passed", 0, [Att(0, 60, "passed", {"m0": E8})]),
+        Job("q1", "a", "u", "killed", 10, [], num_gpus=4),
+    ]
+    ev = {
+        "time": pa.array([t(10), t(40)], pa.timestamp("us", tz="UTC")),
+        "job_id": ["q1", "q1"],
+        "entity": ["app", "app"],
+        "from_state": ["NEW", "ACCEPTED"],
+        "to_state": ["SUBMITTED", "KILLED"],
+    }
+    p = write_store(tmp_path / "s", machines={"m0": 8}, jobs=jobs, extra={"scheduler_events": ev})
+    with Store(p, read_only=True) as s:
+        per = decompose_store(s, {"a": 100}).set_index("job_id")
+        rep = run(s, ["queueing"], vc_quotas={"a": 100})
+    q = per.loc["q1"]
+    assert not q["started"] and q["wait_s"] == pytest.approx(1800)
+    assert q["fragmentation_s"] == pytest.approx(1800) and q["cause"] == "fragmentation"
+    t2 = rep["queueing"].frame("table2").set_index("delay_type")
+    assert t2.loc["fragmentation", "gpus_2_4"] == 1
+    d = rep["queueing"].frame("delay_by_vc").set_index(["vc", "gpu_bucket"])
+    assert d.loc[("all", "all"), "jobs"] == 1  # only b1 started
+    att = rep["queueing"].frame("delay_by_attempt").set_index(["wait", "gpu_bucket"])
+    assert att.loc[("unstarted", "all"), "mean_min"] == pytest.approx(30)
+    assert any("1 of them have an end in the scheduler log" in n for n in rep["queueing"].notes)

@@ -29,8 +29,11 @@ Per job (``decompose``): seconds of each kind summed over its waits, and ``cause
 with the most seconds (ties: fair_share, fragmentation, other), ``none`` for a job that never
 waited. ``cause_two_way`` is the same choice with other counted as fragmentation, for
 comparison with schedulers that record only two causes (the synthesizer's and the replay's
-ground truth decide by quota alone: every quota-left second is fragmentation there). Table 2 counts waiting jobs by cause and GPU bucket. Jobs that never started are left
-out (their wait has no end). Quotas: ``--vc-quotas FILE`` or ``vcquota.quotas_for_store``
+ground truth decide by quota alone: every quota-left second is fragmentation there).
+Table 2 counts waiting jobs by cause and GPU bucket. A job that never started waited from
+submit to its end in the scheduler log (``scheduler_events``: the app's FINISHED, FAILED or
+KILLED transition, e.g. cancelled in the queue); without such a log it is left out (its wait
+has no known end). ``started`` says which jobs ran. Quotas: ``--vc-quotas FILE`` or ``vcquota.quotas_for_store``
 (proportional to GPU-time shares); a VC missing from the quotas has quota 0.
 """
 
@@ -58,6 +61,7 @@ PER_JOB_COLUMNS = (
     "vc",
     "num_gpus",
     "gpu_bucket",
+    "started",
     "queue_delay_s",
     "retry_wait_s",
     "wait_s",
@@ -76,12 +80,27 @@ def waits(ctx: Context) -> pd.DataFrame:
 
 
 def _waits(ctx: Context) -> pd.DataFrame:
+    # Jobs that never started but whose end the scheduler logged (cancelled or failed while
+    # queued): they waited from submit to that end. Only scheduler logs tell it.
+    unstarted = ""
+    if ctx.has("scheduler_events"):
+        unstarted = f"""
+        UNION ALL
+        SELECT j.job_id, 0 AS attempt_idx, 'unstarted' AS kind, coalesce(j.vc, '') AS vc,
+               coalesce(j.num_gpus, 0)::BIGINT AS n, epoch_us(j.submit_time) AS a_us,
+               epoch_us(e.t) AS b_us
+        FROM {ctx.jobs} j JOIN (
+            SELECT job_id, min(time) AS t FROM scheduler_events
+            WHERE entity = 'app' AND to_state IN ('FINISHED', 'FAILED', 'KILLED')
+            GROUP BY job_id) e USING (job_id)
+        WHERE j.first_start IS NULL AND j.submit_time IS NOT NULL"""
     return ctx.df(
         f"""WITH a AS (
             SELECT job_id, attempt_idx, start_time, num_gpus,
                    lag(end_time) OVER w AS prev_end, row_number() OVER w = 1 AS first
             FROM {ctx.attempts} WHERE start_time IS NOT NULL
             WINDOW w AS (PARTITION BY job_id ORDER BY attempt_idx))
+        SELECT * FROM (
         SELECT a.job_id, a.attempt_idx,
                CASE WHEN a.first THEN 'initial' ELSE 'retry' END AS kind,
                coalesce(j.vc, '') AS vc, coalesce(a.num_gpus, j.num_gpus, 0)::BIGINT AS n,
@@ -89,7 +108,8 @@ def _waits(ctx: Context) -> pd.DataFrame:
                epoch_us(a.start_time) AS b_us
         FROM a JOIN {ctx.jobs} j USING (job_id)
         WHERE (CASE WHEN a.first THEN j.submit_time ELSE a.prev_end END) IS NOT NULL
-        ORDER BY a.job_id, a.attempt_idx"""
+        {unstarted})
+        ORDER BY job_id, attempt_idx"""
     )
 
 
@@ -110,9 +130,10 @@ def decompose_store(
 def _decompose(ctx: Context) -> pd.DataFrame:
     w = waits(ctx)
     jobs = ctx.df(
-        f"SELECT job_id, coalesce(vc, '') AS vc, num_gpus FROM {ctx.jobs} "
-        f"WHERE first_start IS NOT NULL ORDER BY job_id"
+        f"SELECT job_id, coalesce(vc, '') AS vc, num_gpus, first_start IS NOT NULL AS started "
+        f"FROM {ctx.jobs} ORDER BY job_id"
     )
+    jobs = jobs[jobs["started"] | jobs["job_id"].isin(w["job_id"])]
     a = w["a_us"].to_numpy(np.int64)
     b = w["b_us"].to_numpy(np.int64)
     wait = np.maximum(b - a, 0) / 1e6
@@ -135,7 +156,7 @@ def _decompose(ctx: Context) -> pd.DataFrame:
     per = pd.DataFrame(
         {
             "job_id": w["job_id"],
-            "initial": np.where(w["kind"] == "initial", wait, 0.0),
+            "initial": np.where(w["kind"] != "retry", wait, 0.0),
             "retry": np.where(w["kind"] == "retry", wait, 0.0),
             **{f"{k}_s": v for k, v in kinds.items()},
         }
@@ -180,10 +201,11 @@ def compute(ctx: Context) -> Section:
     if per.empty:
         sec.notes.append("no job in scope has both a submit time and a started attempt")
         return sec
-    per["delay_min"] = per["queue_delay_s"] / 60.0
+    # Figure 3's delays: jobs that started (a job cancelled in the queue has no first start).
+    started = per[per["started"]].assign(delay_min=lambda d: d["queue_delay_s"] / 60.0)
     rows = []
-    for vc in ["all", *sorted(per["vc"].unique())]:
-        pv = per if vc == "all" else per[per["vc"] == vc]
+    for vc in ["all", *sorted(started["vc"].unique())]:
+        pv = started if vc == "all" else started[started["vc"] == vc]
         for bucket in ("all", *BUCKET_LABELS):
             pb = pv if bucket == "all" else pv[pv["gpu_bucket"] == bucket]
             if len(pb) or vc == "all":
@@ -205,8 +227,8 @@ def compute(ctx: Context) -> Section:
     )
     sec.tables.append(_attempt_table(ctx))
     sec.tables.extend(_table2(per))
-    sec.data["delays"] = per[["vc", "gpu_bucket", "delay_min"]]
-    sec.data["per_job"] = per.drop(columns="delay_min")
+    sec.data["delays"] = started[["vc", "gpu_bucket", "delay_min"]]
+    sec.data["per_job"] = per
     _notes(ctx, sec, per)
     return sec
 
@@ -216,8 +238,10 @@ def _attempt_table(ctx: Context) -> ResultTable:
     w["delay_min"] = np.maximum(w["b_us"] - w["a_us"], 0) / 6e7
     w["gpu_bucket"] = gpu_bucket(w["n"].to_numpy())
     rows = []
-    for kind in ("initial", "retry", "all"):
+    for kind in ("initial", "retry", "unstarted", "all"):
         wk = w if kind == "all" else w[w["kind"] == kind]
+        if kind == "unstarted" and wk.empty:
+            continue
         for bucket in ("all", *BUCKET_LABELS):
             wb = wk if bucket == "all" else wk[wk["gpu_bucket"] == bucket]
             st = _delay_stats(wb["delay_min"].to_numpy())
@@ -234,7 +258,8 @@ def _attempt_table(ctx: Context) -> ResultTable:
         "delay_by_attempt",
         "Queueing delay (minutes) per attempt: first start, and retries after a failure",
         pd.DataFrame(rows),
-        description="A retry waits from the previous attempt's end to its own start.",
+        description="A retry waits from the previous attempt's end to its own start; "
+        "unstarted: jobs that ended in the queue (end from the scheduler log).",
     )
 
 
@@ -283,8 +308,12 @@ def _table2(per: pd.DataFrame) -> list[ResultTable]:
 
 def _notes(ctx: Context, sec: Section, per: pd.DataFrame) -> None:
     never = ctx.scalar(f"SELECT count(*) FROM {ctx.jobs} WHERE first_start IS NULL")
+    ended = int((~per["started"]).sum())
     if never:
-        sec.notes.append(f"{int(never):,} jobs never started: left out of delays")
+        sec.notes.append(
+            f"{int(never):,} jobs never started: left out of the delay percentiles; "
+            f"{ended:,} of them have an end in the scheduler log and count in Table 2"
+        )
     neg = ctx.scalar(f"SELECT count(*) FROM {ctx.jobs} WHERE queue_delay_s < 0")
     if neg:
         sec.notes.append(f"{int(neg):,} jobs started before their submit time: delay taken as 0")

@@ -181,7 +181,7 @@ def fig4_locality(report: Report) -> Figure | None:
     panels = int(s16 is not None and not s16.empty) + int(dly is not None and not dly.empty)
     if panels == 0:
         return None
-    fig, axes = _fig(4.2 * panels, 3.4, panels, 1)
+    fig, axes = _fig(4.6 * panels, 3.6, panels, 1)
     i = 0
     if s16 is not None and not s16.empty:
         ax = axes[0][i]
@@ -190,20 +190,20 @@ def fig4_locality(report: Report) -> Figure | None:
             x, y = hist_cdf(h)
             mean = float(h["util_sum"].sum()) / float(h["minutes"].sum())
             pm = paper.lookup("table5", "servers", servers, "mean")
-            ref = f", paper {pm:.1f}%" if pm is not None else ""
+            ref = f" (paper {pm:.1f})" if pm is not None else ""
             ax.step(
                 x,
                 y,
                 where="post",
                 color=COLORS[k % len(COLORS)],
-                label=f"{servers} servers (mean {mean:.1f}%{ref})",
+                label=f"{servers} servers: mean {mean:.1f}{ref}",
             )
         ax.set_xlim(0, 100)
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("GPU utilization (%)")
         ax.set_ylabel("fraction of GPU-minutes")
         ax.set_title("16-GPU jobs by servers spanned (Table 5)")
-        ax.legend(loc="upper left")
+        ax.legend(loc="lower right", fontsize=7.5, title="mean util %", title_fontsize=7.5)
     if dly is not None and not dly.empty:
         from matplotlib.ticker import MaxNLocator
 
@@ -272,7 +272,7 @@ def _util_cdf(report: Report, by: str) -> Figure | None:
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("GPU utilization (%)")
     ax.set_ylabel("fraction of GPU-minutes")
-    ax.legend(loc="upper left")
+    ax.legend(loc="lower right")
     return fig
 
 
@@ -313,7 +313,7 @@ def fig7_host(report: Report) -> Figure | None:
         ax.set_xlabel(titles[key])
         ax.set_ylabel("fraction of server-minutes")
         ax.set_title(f"{'CPU' if key == 'cpu' else 'Memory'} of servers running GPU jobs")
-        ax.legend(loc="upper left")
+        ax.legend(loc="lower right")
     fig.suptitle("Figure 7: host resources")
     return fig
 
