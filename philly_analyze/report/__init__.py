@@ -38,12 +38,13 @@ def render(
 
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
-    built = figures.build(report) if (fmt == "html" or figures_dir is not None) else None
+    formats = (("png",) if fmt == "html" else ()) + (("png", "svg") if figures_dir else ())
+    rendered = figures.render_all(report, tuple(dict.fromkeys(formats))) if formats else []
     written: dict[str, list[Path]] = {}
-    if figures_dir is not None and built is not None:
-        for spec, fig in built:
-            written.setdefault(spec.section, []).extend(
-                figures.write(report, figures_dir, built=[(spec, fig)])
+    if figures_dir is not None:
+        for r in rendered:
+            written.setdefault(r.spec.section, []).extend(
+                figures.write(report, figures_dir, rendered=[r])
             )
     if fmt == "json":
         from philly_analyze.report import jsonout
@@ -69,6 +70,6 @@ def render(
     from philly_analyze.report import html
 
     figs: dict[str, list[tuple[str, bytes]]] = {}
-    for spec, fig in built or []:
-        figs.setdefault(spec.section, []).append((spec.caption, figures.to_bytes(fig, "png")))
+    for r in rendered:
+        figs.setdefault(r.spec.section, []).append((r.spec.caption, r.data["png"]))
     return html.render(report, figs)

@@ -511,20 +511,35 @@ def to_bytes(fig: Figure, fmt: str) -> bytes:
     return buf.getvalue()
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """A figure drawn once: its spec and its bytes per format."""
+
+    spec: FigureSpec
+    data: dict[str, bytes]
+
+
+def render_all(report: Report, formats: tuple[str, ...] = ("png", "svg")) -> list[Rendered]:
+    """Every figure of the report, drawn once per format."""
+    return [
+        Rendered(spec, {fmt: to_bytes(fig, fmt) for fmt in formats}) for spec, fig in build(report)
+    ]
+
+
 def write(
     report: Report,
     out_dir: str | Path,
     formats: tuple[str, ...] = ("png", "svg"),
-    built: list[tuple[FigureSpec, Figure]] | None = None,
+    rendered: list[Rendered] | None = None,
 ) -> list[Path]:
-    """Write every figure as ``<name>.<fmt>`` under ``out_dir`` (reusing ``built`` figures if
+    """Write every figure as ``<name>.<fmt>`` under ``out_dir`` (reusing ``rendered`` bytes if
     given); returns the paths."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     paths = []
-    for spec, fig in built if built is not None else build(report):
+    for r in rendered if rendered is not None else render_all(report, formats):
         for fmt in formats:
-            p = d / f"{spec.name}.{fmt}"
-            p.write_bytes(to_bytes(fig, fmt))
+            p = d / f"{r.spec.name}.{fmt}"
+            p.write_bytes(r.data[fmt])
             paths.append(p)
     return paths
