@@ -3,8 +3,8 @@
 A per-minute sample of a server counts when at least one attempt of a job in scope was running
 on that server at that minute (``[start_time, end_time)`` of any attempt placed on it). The
 attempts' intervals are merged per server first (so a sample counts once however many jobs
-share the server), expanded to the hours they cover and hash-joined with the samples on
-``(machine_id, hour)``, as for GPU utilization. Memory utilization is
+share the server), expanded to the days they cover and hash-joined with the samples on
+``(machine_id, day)``, as for GPU utilization. Memory utilization is
 ``100 * (mem_total - mem_free) / mem_total`` (rows with ``mem_total <= 0`` are skipped), so it
 does not depend on the source's units. With ``--since/--until`` samples are cut to that window.
 Percentiles come from 1% histograms (nearest rank).
@@ -16,7 +16,11 @@ import pandas as pd
 
 from philly_analyze.analysis.common import Context, hist_quantiles
 from philly_analyze.analysis.result import ResultTable, Section
-from philly_analyze.analysis.utilization import BUCKET_US, running_horizon
+from philly_analyze.analysis.utilization import running_horizon
+
+#: Join buckets (microseconds): one day. Busy intervals are merged per server, so a
+#: (server, day) has one or two of them: wide buckets keep the build side small.
+BUCKET_US = 86_400_000_000
 
 _METRICS = {
     "cpu": ("cpu_util", "util"),
