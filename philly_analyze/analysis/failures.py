@@ -167,17 +167,7 @@ def _table7(t: pd.DataFrame) -> ResultTable:
         df[order],
         paper="Table 7",
         description="Trials = failed attempts; RTF x demand in GPU-minutes.",
-        display=(
-            "reason",
-            "categories",
-            "trials",
-            "jobs",
-            "users",
-            "rtf_p50_min",
-            "rtf_p90_min",
-            "rtf_total_pct",
-            "rtf_x_demand_pct",
-        ),
+        display=("reason", "categories", "trials", "rtf_p50_min", "rtf_total_pct"),
     )
 
 

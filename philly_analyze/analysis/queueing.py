@@ -223,6 +223,7 @@ def compute(ctx: Context) -> Section:
             pd.DataFrame(rows),
             paper="Figure 3 (as percentiles)",
             description="Delay = first start - submit; zero delays kept.",
+            display=("vc", "gpu_bucket", "jobs", "mean_min", "p50_min", "p90_min", "p95_min"),
         )
     )
     sec.tables.append(_attempt_table(ctx))
@@ -260,6 +261,7 @@ def _attempt_table(ctx: Context) -> ResultTable:
         pd.DataFrame(rows),
         description="A retry waits from the previous attempt's end to its own start; "
         "unstarted: jobs that ended in the queue (end from the scheduler log).",
+        display=("wait", "gpu_bucket", "attempts", "mean_min", "p50_min", "p90_min", "p95_min"),
     )
 
 

@@ -25,7 +25,7 @@ def compute(ctx: Context) -> Section:
                    avg(num_attempts - 1) AS avg_retries,
                    avg(CASE WHEN status = 'unsuccessful' THEN 1.0 ELSE 0.0 END)
                        FILTER (WHERE status IS NOT NULL) AS unsuccessful_rate,
-                   sum(num_attempts - 1) AS retries
+                   sum(num_attempts - 1)::BIGINT AS retries
             FROM {ctx.jobs} WHERE num_attempts >= 1
             GROUP BY GROUPING SETS ((gpu_bucket), ())
             ORDER BY gpu_bucket"""

@@ -148,7 +148,9 @@ def command(
             from philly_analyze.report import terminal
 
             if figures_dir is not None:
-                render(report, "json", figures_dir=figures_dir)
+                from philly_analyze.report import figures
+
+                figures.write(report, figures_dir)
             terminal.print_report(report, Console())
         else:
             doc = render(report, fmt, figures_dir=figures_dir, output=output)
