@@ -423,7 +423,10 @@ def markdown() -> str:
     for t in (*TABLES.values(), INGEST_LOG):
         out += [f"## `{t.name}`", "", t.doc, ""]
         if t.partition_by_month:
-            out += ["Stored as monthly Parquet partitions (`parquet/%s/month=YYYY-MM/`)." % t.name, ""]
+            out += [
+                f"Stored as monthly Parquet partitions (`parquet/{t.name}/month=YYYY-MM/`).",
+                "",
+            ]
         out += ["| column | type | meaning |", "|---|---|---|"]
         for c in t.columns:
             kind = duckdb_type(c.type) + (" (derived)" if c.derived else "")

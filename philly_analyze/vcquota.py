@@ -68,13 +68,22 @@ def infer_quotas(gpu_time_by_vc: Mapping[str, float], total_gpus: int) -> dict[s
     return base
 
 
+#: A quota file kept inside a store directory (``replay --out`` writes the quotas it used
+#: there, so the report's decomposition of a replayed schedule uses the same quotas).
+STORE_QUOTA_FILE = "vc_quotas.csv"
+
+
 def quotas_for_store(store: object, path: str | Path | None = None) -> dict[str, int]:
-    """Quotas from ``path`` if given, else inferred from the store's jobs and machines."""
+    """Quotas from ``path`` if given, else from the store's own ``vc_quotas.csv`` if it has
+    one, else inferred from the store's jobs and machines."""
     if path is not None:
         return load_quotas(path)
     from philly_analyze.store import Store
 
     assert isinstance(store, Store)
+    kept = store.path / STORE_QUOTA_FILE
+    if kept.exists():
+        return load_quotas(kept)
     rows = store.con.execute(
         "SELECT vc, sum(gpu_time_s) FROM jobs WHERE vc IS NOT NULL GROUP BY vc"
     ).fetchall()

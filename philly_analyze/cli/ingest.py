@@ -92,6 +92,8 @@ def command(
         ]
         rows = sum(o.rows.values())
         detail = f"{rows:,} rows" if o.status == "ingested" else o.message
+        if o.status == "ingested" and o.message:
+            detail += f" ({o.message})"
         if o.rejected:
             detail += f", {o.rejected:,} rejected"
         console.print(

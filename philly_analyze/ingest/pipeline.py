@@ -148,25 +148,28 @@ def ingest_paths(
             fmt = force_format or detect(name, src.head)
             if fmt is None:
                 status = "error" if explicit else "unknown"
-                known = ", ".join(f.name for f in load_formats())
+                names = ", ".join(f.name for f in load_formats())
                 emit(
                     SourceOutcome(
-                        name, None, status, f"unrecognised format (known: {known}; see --format)"
+                        name, None, status, f"unrecognised format (known: {names}; see --format)"
                     )
                 )
                 continue
             unchanged = src.fingerprint is not None and src.fingerprint in known.by_fingerprint
-            if unchanged and not replace:
-                emit(SourceOutcome(name, fmt.name, "skipped", "already ingested"))
-                continue
             previous = known.previous(src)
-            known.add(src)
             if fmt.grouped:
                 run = sessions.get(fmt.name)
                 if run is None:
-                    run = sessions[fmt.name] = _GroupedRun(store, fmt, ctx)
-                emit(run.feed(src, previous))
+                    run = sessions[fmt.name] = _GroupedRun(store, fmt, ctx, known)
+                if unchanged and not replace:
+                    run.hold(src, previous)
+                else:
+                    known.add(src)
+                    emit(run.feed(src, previous))
+            elif unchanged and not replace:
+                emit(SourceOutcome(name, fmt.name, "skipped", "already ingested"))
             else:
+                known.add(src)
                 emit(_ingest_one(store, fmt, src, ctx, previous, replace))
         for run in sessions.values():
             for o in run.finish():
@@ -283,12 +286,22 @@ def _ingest_one(
 
 
 class _GroupedRun:
-    """One batch shared by all sources of a grouped format in this ingest call."""
+    """One batch shared by all sources of a grouped format in this ingest call.
 
-    def __init__(self, store: Store, fmt: Format, ctx: IngestContext):
+    A new batch replaces the earlier batches of the files it re-reads. Those batches may also
+    hold files that did not change; to lose none of their rows, every other file of a replaced
+    batch is read again into the new batch (files of this call that were unchanged are held
+    back until the end for that reason, and files not named in this call are re-read from
+    their recorded path when it still exists; otherwise a note says their rows were dropped).
+    """
+
+    def __init__(self, store: Store, fmt: Format, ctx: IngestContext, known: _KnownSources):
         self.store = store
         self.fmt = fmt
         self.ctx = ctx
+        self.known = known
+        #: Unchanged sources of this call: name -> earlier ingest_log rows.
+        self.held: dict[str, list[dict]] = {}
         self._cm = store.batch()
         self.batch: Batch = self._cm.__enter__()
         self.session: Session = fmt.session(self.batch, ctx)
@@ -317,7 +330,46 @@ class _GroupedRun:
         self.replaced |= {p["batch_id"] for p in previous}
         return outcome
 
+    def hold(self, src: Source, previous: list[dict]) -> None:
+        """An unchanged source: skipped unless its batch gets rebuilt."""
+        self.held[src.name] = previous
+
+    def _reread_members_of_replaced_batches(self) -> list[SourceOutcome]:
+        out: list[SourceOutcome] = []
+        fed = {e["source"] for e in self.entries}
+        while True:
+            todo = {
+                name: prev
+                for name, prev in self.held.items()
+                if {p["batch_id"] for p in prev} & self.replaced
+            }
+            for rows in self.known.by_name.values():
+                for r in rows:
+                    name = r["source"]
+                    if r["batch_id"] in self.replaced and name not in fed and name not in todo:
+                        todo[name] = rows
+            todo = {n: p for n, p in todo.items() if n not in fed}
+            if not todo:
+                return out
+            for name, prev in todo.items():
+                self.held.pop(name, None)
+                fed.add(name)
+                path = Path(name)
+                if not path.is_file():
+                    self.ctx.note(
+                        f"{name}: its rows were dropped when its batch was rebuilt "
+                        "(no longer on disk, or an archive member: ingest it again)"
+                    )
+                    continue
+                o = self.feed(file_source(path), prev)
+                o.message = o.message or "read again: its batch was rebuilt"
+                out.append(o)
+
     def finish(self) -> list[SourceOutcome]:
+        reread = self._reread_members_of_replaced_batches()
+        skipped = [
+            SourceOutcome(name, self.fmt.name, "skipped", "already ingested") for name in self.held
+        ]
         extra = self.session.finish()
         if self.entries:
             # Rows assembled at the end (jobs, attempts...) are credited to the first source.
@@ -333,13 +385,14 @@ class _GroupedRun:
                 source_format=self.fmt.name,
             )
         self.abandon()
+        out = reread + skipped
         if extra:
-            return [
+            out.append(
                 SourceOutcome(
                     f"({self.fmt.name}: assembled)", self.fmt.name, "ingested", "", extra, 0
                 )
-            ]
-        return []
+            )
+        return out
 
     def abandon(self) -> None:
         if self._open:

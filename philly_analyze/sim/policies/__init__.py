@@ -1,0 +1,188 @@
+"""The policy registry. A policy is a small class registered by name:
+
+    @register
+    class MyPolicy(Policy):
+        name = "mine"
+        description = "one line for --help"
+        params = (Param("knob", float, 1.0, "what it does", minimum=0),)
+        uses_quotas = True
+
+        def simulate(self, workload, cluster, quotas, params, seed) -> ReplayResult: ...
+
+``params`` arrives validated (``validate_params``): a plain dict with every declared parameter
+(defaults filled). Queue-based policies subclass ``EnginePolicy`` and only map params to an
+``EngineConfig``; a policy with its own simulator (MuxFlow's per-minute model) implements
+``simulate`` itself and returns a ``ReplayResult``. Policies from
+``philly_analyze.sim.sharing.policy`` (muxflow, dedicated, mps-naive) are loaded lazily: that
+module registers them with this ``register`` when imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from philly_analyze.errors import UserError
+
+if TYPE_CHECKING:
+    from philly_analyze.sim.cluster import Cluster
+    from philly_analyze.sim.result import ReplayResult
+    from philly_analyze.sim.workload import Workload
+
+BUILTIN_MODULES = (
+    "philly_analyze.sim.policies.philly",
+    "philly_analyze.sim.policies.fifo",
+    "philly_analyze.sim.policies.las",
+    "philly_analyze.sim.policies.srtf",
+)
+#: Policies that bring their own simulator, and the module that registers them.
+SHARING_MODULE = "philly_analyze.sim.sharing.policy"
+SHARING_POLICIES = ("muxflow", "dedicated", "mps-naive")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One named parameter of a policy: type (int, float, bool or str), default, meaning."""
+
+    name: str
+    kind: type
+    default: Any
+    doc: str
+    minimum: float | None = None
+    #: None is allowed (e.g. max_retries=None: as many as the data has).
+    nullable: bool = False
+
+    def convert(self, value: Any, policy: str) -> Any:
+        """Validate (and parse, for strings from the command line) one value."""
+        where = f"policy {policy}: parameter {self.name}"
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if self.nullable:
+                return None
+            raise UserError(f"{where} cannot be None")
+        kind = self.kind
+        try:
+            if kind is bool:
+                if isinstance(value, str):
+                    low = value.lower()
+                    if low not in ("true", "false", "1", "0", "yes", "no"):
+                        raise ValueError(value)
+                    value = low in ("true", "1", "yes")
+                elif not isinstance(value, bool):
+                    raise ValueError(value)
+            elif kind is int:
+                if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                    raise ValueError(value)
+                value = int(value)
+            elif kind is float:
+                if isinstance(value, bool):
+                    raise ValueError(value)
+                value = float(value)
+            else:
+                value = str(value)
+        except (TypeError, ValueError):
+            raise UserError(f"{where} must be {kind.__name__}, got {value!r}") from None
+        if self.minimum is not None and value < self.minimum:
+            raise UserError(f"{where} must be >= {self.minimum}, got {value!r}")
+        return value
+
+
+#: Parameters every event-engine policy takes.
+COMMON_PARAMS = (
+    Param("max_retries", int, None, "retries after the first attempt (None: as in data)", 0, True),
+    Param("retry_delay_s", float, 0.0, "seconds between a failed attempt and its retry", 0),
+    Param("slowdown", bool, True, "apply the locality slowdown model (Tables 4/5)"),
+    Param("rack_slowdown", float, 1.0, "run-time factor per extra rack spanned", 1.0),
+)
+
+
+class Policy:
+    """Base class of a scheduling policy (see module docstring)."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    params: ClassVar[tuple[Param, ...]] = ()
+    #: Whether the policy enforces VC quotas (quotas are inferred when not given).
+    uses_quotas: ClassVar[bool] = True
+
+    def simulate(
+        self,
+        workload: Workload,
+        cluster: Cluster,
+        quotas: Mapping[str, int] | None,
+        params: dict[str, Any],
+        seed: int,
+    ) -> ReplayResult:
+        raise NotImplementedError
+
+
+POLICIES: dict[str, type[Policy]] = {}
+
+
+def register(cls: type[Policy]) -> type[Policy]:
+    """Class decorator adding a policy to the registry under ``cls.name``."""
+    POLICIES[cls.name] = cls
+    return cls
+
+
+def _load_builtins() -> None:
+    for mod in BUILTIN_MODULES:
+        importlib.import_module(mod)
+
+
+_SHARING_ERROR: list[str] = []
+
+
+def _load_sharing() -> bool:
+    """Import the MuxFlow policies if that module exists; False when it does not (or fails
+    to import: the reason is kept for the error message)."""
+    try:
+        if importlib.util.find_spec(SHARING_MODULE) is None:
+            return False
+        importlib.import_module(SHARING_MODULE)
+    except ImportError as e:
+        _SHARING_ERROR[:] = [f"{type(e).__name__}: {e}"]
+        return False
+    return True
+
+
+def policy_names() -> list[str]:
+    """Every registered policy (the sharing ones if their module is present)."""
+    _load_builtins()
+    _load_sharing()
+    return list(POLICIES)
+
+
+def get_policy(name: str) -> Policy:
+    """An instance of the policy ``name``; ``UserError`` naming the choices otherwise."""
+    _load_builtins()
+    if name not in POLICIES:
+        present = _load_sharing()
+        if name in SHARING_POLICIES and not present:
+            why = f" ({_SHARING_ERROR[0]})" if _SHARING_ERROR else ""
+            raise UserError(
+                f"policy {name!r} needs the GPU-sharing simulator ({SHARING_MODULE}), which "
+                f"this installation does not have{why}; the queue policies are: "
+                + ", ".join(POLICIES)
+            )
+    if name not in POLICIES:
+        raise UserError(f"unknown policy {name!r}; choose from {', '.join(policy_names())}")
+    return POLICIES[name]()
+
+
+def validate_params(policy: Policy, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Every declared parameter of ``policy``, from ``params`` or its default; unknown names
+    and bad values raise ``UserError``."""
+    params = dict(params or {})
+    spec = {p.name: p for p in policy.params}
+    unknown = sorted(set(params) - set(spec))
+    if unknown:
+        raise UserError(
+            f"policy {policy.name}: unknown parameter(s) {', '.join(unknown)}; it takes "
+            + (", ".join(spec) or "none")
+        )
+    return {
+        name: p.convert(params[name], policy.name) if name in params else p.default
+        for name, p in spec.items()
+    }

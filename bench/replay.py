@@ -1,0 +1,191 @@
+"""``replay --policy philly``, whole process (store read + simulate + write the output store),
+on (1) a synthesized public-trace-sized workload (117,325 jobs, 552 machines, 2,490 GPUs,
+75 days) and (2) the 82,247 real Philly jobs of the Pollux artifact on the real machine list.
+
+The synthetic input is made here (a heavy-tailed generator, until the synthesizer lands):
+GPU demands and retry counts shaped like the paper's (mostly 1-GPU jobs, a tail to 64),
+log-normal durations, diurnal arrivals, 14 VCs of unequal size; tuned to keep the cluster
+busy (queues form daily) without growing without bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from bench._util import SCRATCH
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT.parent / "shared" / "reference"
+T0_US = 1_504_000_000 * 1_000_000  # 2017-08-29, near the public trace's start
+
+_RUNNER = """
+import resource, sys, time
+t0 = time.perf_counter()
+from philly_analyze.cli import main
+try:
+    main(sys.argv[1:], standalone_mode=False)
+finally:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = ru.ru_utime + ru.ru_stime
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork+exec (the parent's peak).
+    rss = next(int(ln.split()[1]) for ln in open("/proc/self/status") if ln.startswith("VmHWM"))
+    print(f"__BENCH__ {time.perf_counter() - t0:.3f} {rss / 1024.0:.1f} {cpu:.3f}",
+          file=sys.stderr)
+"""
+
+
+def synth_store(path: Path, n_jobs: int = 117_325, days: int = 75, seed: int = 0) -> Path:
+    """Write a synthetic store: machines like Philly's list, jobs and attempts (no starts)."""
+    from philly_analyze.sim.cluster import Cluster
+    from philly_analyze.store import Store
+
+    rng = np.random.default_rng(seed)
+    span = days * 86400
+    # Diurnal arrivals: thinning of a uniform draw with rate 1 + 0.6 sin(day phase).
+    t = rng.uniform(0, span, n_jobs * 2)
+    keep = rng.uniform(0, 1.6, len(t)) < 1 + 0.6 * np.sin(2 * np.pi * t / 86400)
+    t = np.sort(t[keep][:n_jobs])
+    n = len(t)
+    gpus = rng.choice([1, 2, 4, 8, 16, 32, 64], n, p=[0.70, 0.10, 0.10, 0.06, 0.025, 0.012, 0.003])
+    dur = np.exp(rng.normal(np.log(7200), 1.9, n)).clip(30, 20 * 86400)
+    attempts = np.minimum(rng.geometric(0.75, n), 6)
+    vc_share = np.array([30, 18, 12, 9, 7, 6, 4, 3, 3, 2, 2, 2, 1, 1], float)
+    vc = rng.choice(len(vc_share), n, p=vc_share / vc_share.sum())
+    ids = [f"synth_{i:06d}" for i in range(n)]
+    cluster = Cluster.from_counts({2: 321, 8: 231})
+    job_of_att = np.repeat(np.arange(n), attempts)
+    att_idx = np.concatenate([np.arange(k) for k in attempts])
+    # Failed attempts run a fraction of the job's duration before failing.
+    frac = np.where(att_idx < attempts[job_of_att] - 1, rng.uniform(0.01, 0.5, len(att_idx)), 1.0)
+    last = att_idx == attempts[job_of_att] - 1
+    status = rng.choice(["passed", "killed", "unsuccessful"], n, p=[0.70, 0.13, 0.17])
+    outcome = np.where(last, pd_map(status[job_of_att]), "failed")
+    ts = pa.array((T0_US + t * 1e6).astype(np.int64)).cast(pa.timestamp("us", tz="UTC"))
+    with Store(path) as st, st.batch() as b:
+        b.write("machines", cluster.to_machines_table().drop_columns(["rack"]))
+        b.write(
+            "jobs",
+            {
+                "job_id": ids,
+                "vc": [f"vc{v:02d}" for v in vc],
+                "user_id": [f"u{x}" for x in rng.integers(0, 300, n)],
+                "status": status,
+                "submit_time": ts,
+                "num_gpus": pa.array(gpus, pa.int32()),
+                "source": ["synth_bench"] * n,
+            },
+        )
+        b.write(
+            "attempts",
+            {
+                "job_id": pa.array(ids).take(pa.array(job_of_att)),
+                "attempt_idx": pa.array(att_idx, pa.int32()),
+                "num_gpus": pa.array(gpus[job_of_att], pa.int32()),
+                "duration_s": dur[job_of_att] * frac,
+                "outcome": outcome,
+                "source": ["synth_bench"] * len(att_idx),
+            },
+        )
+        st.commit(
+            b, [{"source": "bench synth", "format": "synth_bench"}], source_format="synth_bench"
+        )
+    return path
+
+
+def pd_map(status: np.ndarray) -> np.ndarray:
+    """Outcome of a job's last attempt from its final status."""
+    return np.select(
+        [status == "passed", status == "killed"], ["passed", "killed"], default="failed"
+    )
+
+
+def measured_cli(*args: str) -> tuple[float, float, float, str]:
+    """Run ``philly-analyze ARGS`` in a fresh process: (wall s incl. interpreter start,
+    CPU s (user + system, all threads), peak RSS MB, stdout)."""
+    t0 = time.perf_counter()
+    p = subprocess.run(
+        [sys.executable, "-c", _RUNNER, *args], capture_output=True, text=True, cwd=ROOT
+    )
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr.strip().splitlines()[-1] if p.stderr else "failed")
+    line = [ln for ln in p.stderr.splitlines() if ln.startswith("__BENCH__")][-1]
+    _, _secs, rss, cpu = line.split()
+    return wall, float(cpu), float(rss), p.stdout
+
+
+def _report(label: str, store: Path, out: Path) -> None:
+    load = os.getloadavg()[0]
+    wall, cpu, rss, stdout = measured_cli(
+        "replay",
+        "--store",
+        str(store),
+        "--policy",
+        "philly",
+        "--out",
+        str(out),
+        "--format",
+        "json",
+        "-q",
+    )
+    res = json.loads(stdout)["results"][0]
+    jobs = res["metrics"]["jobs"]
+    m = res["metrics"]
+    print(
+        f"{label}: {jobs:,} jobs, whole process {wall:.2f} s wall ({jobs / wall:,.0f} jobs/s), "
+        f"{cpu:.2f} s CPU ({jobs / cpu:,.0f} jobs per CPU-second), simulation alone "
+        f"{res['sim_seconds']:.2f} s, peak RSS {rss:.0f} MB, load average before {load:.1f}",
+        flush=True,
+    )
+    print(
+        f"    allocated GPU util {m['gpu_util_allocated_pct']:.1f}%, mean queueing delay "
+        f"{m['queue_mean_s'] / 60:.1f} min, p95 {m['queue_p95_s'] / 60:.1f} min, "
+        f"fair-share share of waiting {m['fair_share_delay_frac']:.2f}",
+        flush=True,
+    )
+
+
+def run() -> None:
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    import shutil
+
+    synth = SCRATCH / "replay-synth-store"
+    shutil.rmtree(synth, ignore_errors=True)
+    t0 = time.perf_counter()
+    synth_store(synth)
+    print(f"(synthetic store written in {time.perf_counter() - t0:.1f} s; not timed below)")
+    _report("synthetic 117k", synth, SCRATCH / "replay-synth-out")
+    csv_path = REFERENCE / "philly" / "pollux_philly_jobs.csv"
+    if not csv_path.exists():
+        print("real Pollux jobs: skipped (../shared/reference not present)")
+        return
+    real = SCRATCH / "replay-pollux-store"
+    shutil.rmtree(real, ignore_errors=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from philly_analyze.cli import main; main()",
+            "ingest",
+            str(csv_path),
+            str(REFERENCE / "philly" / "cluster_machine_list"),
+            "--store",
+            str(real),
+            "-q",
+        ],
+        check=True,
+        cwd=ROOT,
+    )
+    _report("real Pollux 82k", real, SCRATCH / "replay-pollux-out")
+
+
+if __name__ == "__main__":
+    run()

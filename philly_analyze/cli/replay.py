@@ -1,0 +1,285 @@
+"""``philly-analyze replay``: thin wrapper over ``philly_analyze.sim``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from philly_analyze.cli.options import quiet_option, store_option
+from philly_analyze.errors import UserError
+
+FORMATS = ("table", "json", "csv", "md")
+
+
+def _parse_params(values: tuple[str, ...], policies: list[str]) -> dict[str, dict[str, str]]:
+    """``--param KEY=VALUE`` (every chosen policy that takes KEY) or ``POLICY.KEY=VALUE``."""
+    from philly_analyze.sim.policies import get_policy
+
+    out: dict[str, dict[str, str]] = {p: {} for p in policies}
+    for raw in values:
+        key, sep, value = raw.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {raw!r}", param_hint="--param")
+        scope, dot, name = key.rpartition(".")
+        targets = [scope] if dot else policies
+        if dot and scope not in out:
+            raise click.BadParameter(
+                f"{raw!r} names policy {scope!r}, which is not in --policy", param_hint="--param"
+            )
+        takers = [p for p in targets if name in {x.name for x in get_policy(p).params}]
+        if not takers:
+            raise click.BadParameter(
+                f"no chosen policy takes parameter {name!r} (see --list-policies)",
+                param_hint="--param",
+            )
+        for p in takers:
+            out[p][name] = value
+    return out
+
+
+def _human(key: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if key.endswith("_s"):
+        v = float(value)
+        if abs(v) < 120:
+            return f"{v:.1f} s"
+        if abs(v) < 7200:
+            return f"{v / 60:.1f} min"
+        if abs(v) < 172800:
+            return f"{v / 3600:.1f} h"
+        return f"{v / 86400:.1f} d"
+    if key.endswith("_pct"):
+        return f"{float(value):.1f}%"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{float(value):.3f}"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if math.isnan(value) else round(value, 6)
+    return value
+
+
+def _list_policies() -> None:
+    from philly_analyze.sim.policies import get_policy, policy_names
+
+    for name in policy_names():
+        pol = get_policy(name)
+        click.echo(f"{name}: {pol.description}")
+        for p in pol.params:
+            click.echo(f"    {p.name} ({p.kind.__name__}, default {p.default!r}): {p.doc}")
+
+
+@click.command(
+    "replay",
+    epilog="""\b
+Examples:
+  philly-analyze replay --store philly-store --policy philly,relaxed
+  philly-analyze replay --policy philly --param locality_wait_min=30 --out what-if
+  philly-analyze report --store what-if            # Table 2 etc. of the simulated schedule
+  philly-analyze replay --policy philly,fifo,las,srtf --format json > cmp.json
+  philly-analyze replay --list-policies
+  philly-analyze replay --store philly-store --policy philly,dedicated,muxflow
+  philly-analyze replay --policy dedicated,muxflow,mps-naive --scenario paper
+""",
+)
+@click.option(
+    "--policy",
+    "policy",
+    default="philly",
+    show_default=True,
+    help="Policy name, or several separated by commas (see --list-policies).",
+)
+@store_option("Store whose jobs and machines to replay.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write the simulated schedule as a store here (several policies: OUT/<policy>).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="Comparison output: a rich table, or json/csv/md for scripts and docs.",
+)
+@click.option(
+    "--quotas",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="VC quota file (CSV vc,gpus or JSON); default: inferred as the report does.",
+)
+@click.option("--racks", type=click.IntRange(min=1), help="Split the servers into N racks.")
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Policy parameter, for every chosen policy that takes it; POLICY.KEY=VALUE for one.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed handed to policies.")
+@click.option("--list-policies", is_flag=True, help="List policies and their parameters.")
+@click.option(
+    "--scenario",
+    type=click.Choice(["paper"]),
+    help="Sharing policies only (muxflow, dedicated, mps-naive): a built-in scenario instead "
+    "of a store; paper = MuxFlow's deployment, 20,000 online GPUs for one day.",
+)
+@quiet_option()
+def command(
+    policy: str,
+    store_path: str,
+    out: Path | None,
+    fmt: str,
+    quotas: Path | None,
+    racks: int | None,
+    params: tuple[str, ...],
+    seed: int,
+    list_policies: bool,
+    scenario: str | None,
+    quiet: bool,
+) -> None:
+    """Replay a store's jobs through a simulated cluster under one or more scheduling
+    policies and compare them: JCT, queueing delay (fair-share vs fragmentation), GPU
+    utilization, makespan, per-VC fairness, preemptions; and, for observed data, how far
+    the replayed queueing delays are from the observed ones (fidelity_queue_mae_s)."""
+    if list_policies:
+        _list_policies()
+        return
+    from philly_analyze.progress import stderr_console
+    from philly_analyze.sim.policies import get_policy
+    from philly_analyze.sim.replay import load_inputs, simulate
+
+    names = [p.strip() for p in policy.split(",") if p.strip()]
+    if not names:
+        raise click.BadParameter("no policy given", param_hint="--policy")
+    for n in names:
+        get_policy(n)  # unknown names fail before any work
+    per_policy = _parse_params(params, names)
+    console = stderr_console()
+    if scenario:
+        from philly_analyze.sim.sharing.policy import run_scenario
+
+        results = _run_all(
+            names, lambda n: run_scenario(n, scenario, per_policy[n], seed), out, quiet, console
+        )
+        _print(results, fmt, f"scenario {scenario}", _ScenarioCluster(results[0][0].machines))
+        return
+    wl, cluster, q = load_inputs(store_path, racks, quotas)
+    if len(wl) == 0:
+        raise UserError(
+            "has no jobs to replay (jobs need a submit time, GPUs and a duration)",
+            source=store_path,
+        )
+    if not quiet:
+        console.print(
+            f"replaying {len(wl):,} jobs on {cluster.num_machines:,} machines "
+            f"({cluster.total_gpus:,} GPUs, {len(cluster.rack_names)} rack"
+            f"{'s' if len(cluster.rack_names) != 1 else ''})",
+            highlight=False,
+        )
+    results = _run_all(
+        names, lambda n: simulate(wl, cluster, n, q, per_policy[n], seed), out, quiet, console
+    )
+    _print(results, fmt, store_path, cluster)
+
+
+def _run_all(names: list[str], run: Any, out: Path | None, quiet: bool, console: Any) -> list:
+    """Run each policy (``run(name) -> ReplayResult``), write its store under ``out``."""
+    from philly_analyze.sim.result import write_result_store
+
+    results = []
+    for name in names:
+        res = run(name)
+        target = None
+        if out is not None:
+            target = out if len(names) == 1 else out / name
+            write_result_store(res, target)
+            sharing = getattr(res, "sharing", None)
+            if sharing is not None:  # the sharing model's time series, for figures
+                sharing.save(target)
+        results.append((res, target))
+        if not quiet:
+            console.print(
+                f"{name}: {res.metrics['jobs']:,} jobs in {res.seconds:.2f} s"
+                + (f" -> {target}" if target else ""),
+                highlight=False,
+            )
+            for note in res.notes:
+                console.print(f"note: {note}", highlight=False)
+    return results
+
+
+class _ScenarioCluster:
+    """What ``_print`` shows of the cluster, for a scenario (no store)."""
+
+    def __init__(self, machines: Any) -> None:
+        self.num_machines = machines.num_rows
+        self.total_gpus = int(sum(machines.column("listed_num_gpus").to_pylist()))
+
+
+def _print(results: list, fmt: str, store_path: str, cluster: Any) -> None:
+    from philly_analyze.sim.metrics import METRICS
+
+    names = [r.policy for r, _ in results]
+    keys = [k for k in METRICS if any(k in r.metrics for r, _ in results)]
+    # Policies may report more (the sharing ones: utilization, latency, evictions...).
+    for r, _ in results:
+        keys += [k for k in r.metrics if k not in METRICS and k not in keys]
+    if fmt == "json":
+        doc = {
+            "store": str(store_path),
+            "cluster": {"machines": cluster.num_machines, "gpus": cluster.total_gpus},
+            "results": [
+                {
+                    "policy": r.policy,
+                    "params": r.params,
+                    "seed": r.seed,
+                    "sim_seconds": round(r.seconds, 3),
+                    "metrics": {k: _plain(v) for k, v in r.metrics.items()},
+                    "per_vc": [
+                        {k: _plain(v) for k, v in row.items()} for row in r.per_vc.to_pylist()
+                    ],
+                    "quotas": r.quotas,
+                    "notes": r.notes,
+                    "out": str(t) if t else None,
+                }
+                for r, t in results
+            ],
+        }
+        click.echo(json.dumps(doc, indent=2))
+        return
+    rows = [[k, *(r.metrics.get(k) for r, _ in results)] for k in keys]
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["metric", *names])
+        for row in rows:
+            w.writerow([row[0], *(_plain(v) for v in row[1:])])
+        click.echo(buf.getvalue(), nl=False)
+        return
+    if fmt == "md":
+        click.echo("| metric | " + " | ".join(names) + " |")
+        click.echo("|---|" + "---:|" * len(names))
+        for row in rows:
+            click.echo(f"| {row[0]} | " + " | ".join(_human(row[0], v) for v in row[1:]) + " |")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="replay: policy comparison", title_justify="left")
+    t.add_column("metric")
+    for n in names:
+        t.add_column(n, justify="right")
+    for row in rows:
+        t.add_row(row[0], *(_human(row[0], v) for v in row[1:]))
+    Console(file=sys.stdout).print(t)

@@ -1,0 +1,97 @@
+"""Bases of the policies run by the bundled event engines: ``EnginePolicy`` (the queue engine,
+``sim/engine.py``) and ``PreemptivePolicy`` (``sim/preemptive.py``). Subclasses only turn
+their params into the engine's config."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from philly_analyze.sim.cluster import Cluster, FreeState
+from philly_analyze.sim.engine import BaseEngine, EngineConfig, QueueEngine
+from philly_analyze.sim.policies import Policy
+from philly_analyze.sim.preemptive import PreemptConfig, PreemptiveEngine
+from philly_analyze.sim.result import ReplayResult, build_result
+from philly_analyze.sim.slowdown import SlowdownModel
+from philly_analyze.sim.workload import Workload
+
+US = 1_000_000
+
+
+def quota_vector(wl: Workload, quotas: Mapping[str, int] | None) -> list[int]:
+    """Quota per VC index of the workload (0 for VCs the quotas do not name)."""
+    q = dict(quotas or {})
+    return [int(q.get(name, 0)) for name in wl.vc_names]
+
+
+def slowdown_model(cluster: Cluster, params: Mapping[str, Any]) -> SlowdownModel:
+    """The locality slowdown model configured by the common params."""
+    return SlowdownModel(
+        cluster.largest, enabled=bool(params["slowdown"]), rack_slowdown=params["rack_slowdown"]
+    )
+
+
+class _EventPolicy(Policy):
+    """Runs an engine from ``make_engine`` and turns its trace into a ``ReplayResult``."""
+
+    def make_engine(
+        self, wl: Workload, cluster: Cluster, quotas: list[int] | None, params: Mapping[str, Any]
+    ) -> BaseEngine:
+        raise NotImplementedError
+
+    def simulate(
+        self,
+        workload: Workload,
+        cluster: Cluster,
+        quotas: Mapping[str, int] | None,
+        params: dict[str, Any],
+        seed: int,
+    ) -> ReplayResult:
+        qv = quota_vector(workload, quotas) if self.uses_quotas else None
+        t0 = time.perf_counter()
+        trace = self.make_engine(workload, cluster, qv, params).run()
+        secs = time.perf_counter() - t0
+        notes = list(workload.notes)
+        if trace.unscheduled:
+            notes.append(
+                f"{len(trace.unscheduled):,} jobs never started under {self.name} (their demand "
+                "exceeds what the policy would ever give their VC)"
+            )
+        res = build_result(
+            trace, workload, cluster, qv, policy=self.name, params=params, seed=seed, notes=notes
+        )
+        res.seconds = secs
+        return res
+
+
+class EnginePolicy(_EventPolicy):
+    """Base of queue-engine policies: implement ``engine_config``."""
+
+    def engine_config(self, params: Mapping[str, Any], quotas: list[int] | None) -> EngineConfig:
+        raise NotImplementedError
+
+    def make_engine(
+        self, wl: Workload, cluster: Cluster, quotas: list[int] | None, params: Mapping[str, Any]
+    ) -> BaseEngine:
+        cfg = self.engine_config(params, quotas)
+        cfg.max_retries = params["max_retries"]
+        cfg.retry_delay_us = round(params["retry_delay_s"] * US)
+        return QueueEngine(wl, FreeState(cluster), cfg, slowdown_model(cluster, params))
+
+
+class PreemptivePolicy(_EventPolicy):
+    """Base of preemptive policies (no quotas): implement ``config``."""
+
+    uses_quotas = False
+
+    def config(self, params: Mapping[str, Any]) -> PreemptConfig:
+        raise NotImplementedError
+
+    def make_engine(
+        self, wl: Workload, cluster: Cluster, quotas: list[int] | None, params: Mapping[str, Any]
+    ) -> BaseEngine:
+        cfg = self.config(params)
+        cfg.max_retries = params["max_retries"]
+        cfg.retry_delay_us = round(params["retry_delay_s"] * US)
+        return PreemptiveEngine(wl, FreeState(cluster), cfg, slowdown_model(cluster, params))

@@ -1,0 +1,112 @@
+"""Entry points of the replay: ``simulate`` (in-memory inputs) and ``run_replay`` (a store).
+
+Both return a ``ReplayResult``; results are deterministic for given inputs, params and seed
+(the bundled policies use no randomness; ``seed`` is recorded and handed to the policy).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from philly_analyze.errors import UserError
+from philly_analyze.sim.cluster import Cluster
+from philly_analyze.sim.policies import get_policy, validate_params
+from philly_analyze.sim.result import ReplayResult
+from philly_analyze.sim.workload import NO_VC, Workload
+from philly_analyze.vcquota import infer_quotas, quotas_for_store
+
+
+def workload_quotas(workload: Workload, cluster: Cluster) -> dict[str, int]:
+    """Quotas inferred from the workload's GPU time per VC (``vcquota.infer_quotas``)."""
+    gpu_time = np.repeat(workload.num_gpus, workload.num_attempts) * workload.att_dur_us
+    by_vc = np.bincount(
+        np.repeat(workload.vc, workload.num_attempts),
+        weights=gpu_time.astype(np.float64),
+        minlength=len(workload.vc_names),
+    )
+    return infer_quotas(
+        {name: float(by_vc[i]) for i, name in enumerate(workload.vc_names) if name != NO_VC},
+        cluster.total_gpus,
+    )
+
+
+def prepare(workload: Workload, cluster: Cluster) -> Workload:
+    """Drop jobs no placement could ever hold (more GPUs than the cluster), with a note."""
+    if cluster.total_gpus <= 0:
+        raise UserError("the cluster has no GPUs (no machines with num_gpus > 0)")
+    too_big = workload.num_gpus > cluster.total_gpus
+    if too_big.any():
+        wl = workload.subset(~too_big)
+        wl.notes.append(
+            f"{int(too_big.sum()):,} jobs need more GPUs than the cluster has "
+            f"({cluster.total_gpus:,}) and were not replayed"
+        )
+        return wl
+    return workload
+
+
+def simulate(
+    workload: Workload,
+    cluster: Cluster,
+    policy_name: str,
+    quotas: Mapping[str, int] | None = None,
+    params: Mapping[str, Any] | None = None,
+    seed: int = 0,
+) -> ReplayResult:
+    """Replay ``workload`` on ``cluster`` under a registered policy.
+
+    ``quotas``: GPUs per VC name; None infers them from the workload's GPU time (policies
+    without quotas ignore them). ``params``: the policy's named parameters (validated; see
+    ``philly-analyze replay --list-policies``)."""
+    policy = get_policy(policy_name)
+    p = validate_params(policy, params)
+    wl = prepare(workload, cluster)
+    if quotas is None and policy.uses_quotas:
+        quotas = workload_quotas(wl, cluster)
+    return policy.simulate(wl, cluster, quotas, p, seed)
+
+
+def load_inputs(
+    store_path: str | os.PathLike[str],
+    racks: int | None = None,
+    quotas_path: str | os.PathLike[str] | None = None,
+) -> tuple[Workload, Cluster, dict[str, int]]:
+    """Workload, cluster and quotas of a store. Quotas come from ``vcquota.quotas_for_store``
+    like the report's: the file if given, else the store's ``vc_quotas.csv`` (a replay
+    output keeps the quotas it used there, so the same settings reproduce it), else
+    inferred from GPU-time shares."""
+    from philly_analyze.store import Store
+
+    with Store(store_path, read_only=True) as store:
+        wl = Workload.from_store(store)
+        cluster = Cluster.from_store(store, racks=racks)
+        quotas = quotas_for_store(store, quotas_path)
+    if cluster.num_machines == 0:
+        raise UserError(
+            "has no machines; ingest a machine list (e.g. cluster_machine_list) first",
+            source=str(Path(store_path)),
+        )
+    return wl, cluster, quotas
+
+
+def run_replay(
+    source: str | os.PathLike[str],
+    policy: str,
+    params: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    *,
+    racks: int | None = None,
+    quotas: str | os.PathLike[str] | Mapping[str, int] | None = None,
+) -> ReplayResult:
+    """Replay the store at ``source`` under ``policy`` (for sweeps: call many times, in
+    parallel processes if you like; each call opens the store read-only)."""
+    qpath = quotas if isinstance(quotas, str | os.PathLike) else None
+    wl, cluster, q = load_inputs(source, racks, qpath)
+    if isinstance(quotas, Mapping):
+        q = dict(quotas)
+    return simulate(wl, cluster, policy, q, params, seed)

@@ -1,0 +1,327 @@
+"""``ReplayResult``: a simulated schedule as canonical store tables, its metrics and the true
+waiting causes; ``write_result_store`` publishes it as a store (``report --store OUT`` works).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from philly_analyze import schemas
+from philly_analyze.errors import UserError
+from philly_analyze.sim.cluster import Cluster, Placement
+from philly_analyze.sim.engine import Trace
+from philly_analyze.sim.metrics import CAUSES, compute_metrics, waiting_causes
+from philly_analyze.sim.workload import NO_VC, Workload
+from philly_analyze.vcquota import STORE_QUOTA_FILE
+
+SOURCE = "replay"
+#: Job status from the outcome of its last attempt.
+STATUS_OF_OUTCOME = {"passed": "passed", "killed": "killed", "failed": "unsuccessful"}
+#: Settings file written next to the store's catalog: what produced this schedule.
+SETTINGS_FILE = "replay.json"
+
+WAITING_SCHEMA = pa.schema(
+    [
+        ("job_id", pa.string()),
+        ("attempt_idx", pa.int32()),
+        ("start", schemas.UTC_TS),
+        ("end", schemas.UTC_TS),
+        ("cause", pa.string()),
+    ]
+)
+
+
+@dataclass
+class ReplayResult:
+    """One policy's replay.
+
+    ``jobs``/``attempts``/``placements``/``machines``: Arrow tables conforming to
+    ``philly_analyze.schemas`` (physical schemas, source ``replay``). ``waiting``: the true
+    waiting intervals (job_id, attempt_idx, start, end, cause in ``CAUSES``). ``metrics``: the
+    flat comparison dict (``metrics.METRICS``). ``per_vc``: per-VC jobs, mean queueing delay,
+    mean JCT, service ratio. ``quotas``: the VC quotas used ({} without quotas)."""
+
+    policy: str
+    params: dict[str, Any]
+    seed: int
+    jobs: pa.Table
+    attempts: pa.Table
+    placements: pa.Table
+    machines: pa.Table
+    waiting: pa.Table
+    metrics: dict[str, Any]
+    per_vc: pa.Table
+    quotas: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    #: Wall seconds of the simulation itself (not part of metrics: not deterministic).
+    seconds: float = 0.0
+
+    def settings(self) -> dict[str, Any]:
+        """What is needed to reproduce this run (written as ``replay.json``)."""
+        return {
+            "policy": self.policy,
+            "params": self.params,
+            "seed": self.seed,
+            "quotas": self.quotas,
+        }
+
+
+def _ts(us: np.ndarray) -> pa.Array:
+    return pa.array(np.asarray(us, dtype=np.int64), pa.int64()).cast(schemas.UTC_TS)
+
+
+def build_result(
+    trace: Trace,
+    wl: Workload,
+    cluster: Cluster,
+    quota_by_vc: list[int] | None,
+    *,
+    policy: str,
+    params: dict[str, Any],
+    seed: int,
+    notes: list[str],
+) -> ReplayResult:
+    """Turn an engine trace into tables and metrics (vectorised)."""
+    nrow = len(trace.rows)
+    cols = _int_columns(trace.rows, 7)
+    job, _, ready, start, end, servers, intrinsic = cols
+    # Output attempt index: rank of the row among its job's rows (rows are in start order).
+    order = np.lexsort((start, job))
+    sj = job[order]
+    first_of = np.r_[True, sj[1:] != sj[:-1]] if nrow else np.zeros(0, bool)
+    group_start = (
+        np.maximum.accumulate(np.where(first_of, np.arange(nrow), 0)) if nrow else first_of
+    )
+    att_idx = np.empty(nrow, np.int64)
+    att_idx[order] = np.arange(nrow) - group_start
+    ids = wl.job_ids
+    gpus = wl.num_gpus[job]
+    outcome_codes = np.asarray(trace.outcome, dtype=np.int64)
+    outcome_names = np.array([*schemas.ATTEMPT_OUTCOMES, None], dtype=object)
+    outcome = outcome_names[
+        np.where(outcome_codes < 0, len(schemas.ATTEMPT_OUTCOMES), outcome_codes)
+    ]
+    if trace.preempted:
+        outcome[np.fromiter(trace.preempted, np.int64, len(trace.preempted))] = "killed"
+    attempts = schemas.conform(
+        "attempts",
+        {
+            "job_id": pa.array(ids[job], pa.string()),
+            "attempt_idx": pa.array(att_idx, pa.int32()),
+            "start_time": _ts(start),
+            "end_time": _ts(end),
+            "num_gpus": pa.array(gpus, pa.int32()),
+            "num_machines": pa.array(servers, pa.int32()),
+            "duration_s": pa.array((end - start) / 1e6, pa.float64()),
+            "outcome": pa.array(outcome, pa.string()),
+            "source": pa.array([SOURCE] * nrow, pa.string()),
+        },
+    )
+    pl_row, pl_machine, pl_gpu = _flatten_placements(trace.placement)
+    mids = np.asarray(cluster.machine_ids, dtype=object)
+    placements = schemas.conform(
+        "placements",
+        {
+            "job_id": pa.array(ids[job[pl_row]], pa.string()),
+            "attempt_idx": pa.array(att_idx[pl_row], pa.int32()),
+            "machine_id": pa.array(mids[pl_machine], pa.string()),
+            "gpu_idx": pa.array(pl_gpu, pa.int16()),
+            "source": pa.array([SOURCE] * len(pl_row), pa.string()),
+        },
+    )
+    # Per job: first start / last end (rows sorted by job then start).
+    ran = sj[first_of] if nrow else np.zeros(0, np.int64)
+    gs = np.flatnonzero(first_of)
+    ge = np.r_[gs[1:], nrow] - 1 if nrow else gs
+    first_start = start[order][gs]
+    last_end = end[order][ge]
+    last_row = order[ge]
+    status = np.array([None] * len(wl), dtype=object)
+    if wl.status:
+        status[:] = wl.status
+    last_status = np.array(
+        [STATUS_OF_OUTCOME.get(o) if o else None for o in outcome[last_row]], dtype=object
+    )
+    keep = last_status != None  # noqa: E711 (elementwise)
+    status[ran[keep]] = last_status[keep]
+    flags = [None] * len(wl)
+    for j in trace.unscheduled:
+        flags[j] = ["unscheduled"]
+        status[j] = None
+    for j in trace.truncated:
+        flags[j] = ["max_retries"]
+    vc_names = np.array([*(n if n != NO_VC else None for n in wl.vc_names), None], dtype=object)
+    user_names = np.array([*wl.user_names, None], dtype=object)
+    jobs = schemas.conform(
+        "jobs",
+        {
+            "job_id": pa.array(ids, pa.string()),
+            "vc": pa.array(vc_names[np.where(wl.vc < 0, len(wl.vc_names), wl.vc)], pa.string()),
+            "user_id": pa.array(
+                user_names[np.where(wl.user < 0, len(wl.user_names), wl.user)], pa.string()
+            ),
+            "status": pa.array(status, pa.string()),
+            "submit_time": _ts(wl.submit_us),
+            "num_gpus": pa.array(wl.num_gpus, pa.int32()),
+            "flags": pa.array(flags, pa.list_(pa.string())),
+            "source": pa.array([SOURCE] * len(wl), pa.string()),
+        },
+    )
+    # True waiting causes.
+    usage = _int_columns(trace.usage, 3)
+    row_vc = wl.vc[job] if quota_by_vc is not None else np.zeros(nrow, np.int64)
+    qarr = np.asarray(quota_by_vc, dtype=np.int64) if quota_by_vc is not None else None
+    w_row, w_s, w_e, w_c = waiting_causes(
+        ready,
+        start,
+        row_vc,
+        gpus,
+        qarr,
+        *usage,
+    )
+    waiting = pa.Table.from_arrays(
+        [
+            pa.array(ids[job[w_row]], pa.string()),
+            pa.array(att_idx[w_row], pa.int32()),
+            _ts(w_s),
+            _ts(w_e),
+            pa.array(np.asarray(CAUSES, dtype=object)[w_c], pa.string()),
+        ],
+        schema=WAITING_SCHEMA,
+    )
+    metrics, per_vc = compute_metrics(
+        submit=wl.submit_us[ran],
+        first_start=first_start,
+        last_end=last_end,
+        run_vc=wl.vc[ran],
+        row_gpus=gpus,
+        row_start=start,
+        row_end=end,
+        row_intrinsic=intrinsic,
+        wait_cause=w_c,
+        wait_len=w_e - w_s,
+        total_gpus=cluster.total_gpus,
+        unscheduled=len(trace.unscheduled),
+        preemptions=trace.preemptions,
+        obs_start=wl.obs_start_us[ran],
+    )
+    pv = pa.table(
+        {
+            "vc": pa.array([vc_names[v] for v in per_vc], pa.string()),
+            "quota": [quota_by_vc[v] if quota_by_vc is not None else None for v in per_vc],
+            **{k: [d[k] for d in per_vc.values()] for k in next(iter(per_vc.values()), {})},
+        }
+    )
+    quotas = (
+        {
+            wl.vc_names[v]: int(q)
+            for v, q in enumerate(quota_by_vc)
+            if v < len(wl.vc_names) and wl.vc_names[v] != NO_VC
+        }
+        if quota_by_vc is not None
+        else {}
+    )
+    return ReplayResult(
+        policy,
+        dict(params),
+        seed,
+        jobs,
+        attempts,
+        placements,
+        cluster.to_machines_table(),
+        waiting,
+        metrics,
+        pv,
+        quotas,
+        list(notes),
+    )
+
+
+def _int_columns(rows: list[tuple[int, ...]], width: int) -> np.ndarray:
+    """A list of equal-length int tuples as a (width, len) array (fromiter: no per-row
+    objects)."""
+    flat = np.fromiter(chain.from_iterable(rows), np.int64, len(rows) * width)
+    return flat.reshape(len(rows), width).T
+
+
+def _flatten_placements(pls: list[Placement]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, server, gpu) arrays, one entry per allocated GPU."""
+    seg_row: list[int] = []
+    seg_server: list[int] = []
+    seg_len: list[int] = []
+    gpus: list[int] = []
+    for r, pl in enumerate(pls):
+        for m, g in pl:
+            seg_row.append(r)
+            seg_server.append(m)
+            seg_len.append(len(g))
+            gpus += g
+    k = np.asarray(seg_len, dtype=np.int64)
+    return (
+        np.repeat(np.asarray(seg_row, dtype=np.int64), k),
+        np.repeat(np.asarray(seg_server, dtype=np.int64), k),
+        np.asarray(gpus, dtype=np.int64),
+    )
+
+
+def write_result_store(result: ReplayResult, path: str | Path) -> Path:
+    """Write a replay as a new store at ``path`` (jobs, attempts, placements, machines) plus
+    ``replay.json`` (policy, params, seed, quotas), ``vc_quotas.csv`` (the quotas, read back
+    by ``vcquota.quotas_for_store``) and ``waiting.parquet`` (true causes).
+    Returns the store path."""
+    import pyarrow.parquet as pq
+
+    from philly_analyze.store import Store
+
+    p = Path(path)
+    if (p / "catalog.duckdb").exists():
+        if not (p / SETTINGS_FILE).exists():
+            raise UserError(
+                "is a store not written by replay; choose another --out (replay never adds "
+                "to an existing store)",
+                source=str(p),
+            )
+        shutil.rmtree(p)
+    with Store(p) as store, store.batch() as b:
+        rows: dict[str, int] = {}
+        for table, data in (
+            ("machines", result.machines),
+            ("jobs", result.jobs),
+            ("attempts", result.attempts),
+            ("placements", result.placements),
+        ):
+            rows[table] = b.write(table, data)
+        store.commit(
+            b,
+            [
+                {
+                    "source": f"replay:{result.policy}",
+                    "format": SOURCE,
+                    "rows": sum(rows.values()),
+                    "rejected": 0,
+                    "tables": rows,
+                    "provided": "jobs; attempts; placements; machines",
+                }
+            ],
+            source_format=SOURCE,
+        )
+    (p / SETTINGS_FILE).write_text(json.dumps(result.settings(), indent=2, sort_keys=True))
+    if result.quotas:
+        lines = ["vc,gpus", *(f"{vc},{g}" for vc, g in sorted(result.quotas.items()))]
+        (p / STORE_QUOTA_FILE).write_text("\n".join(lines) + "\n")
+    pq.write_table(result.waiting, p / "waiting.parquet", compression="zstd")
+    return p
+
+
+def read_settings(store_path: str | Path) -> dict[str, Any] | None:
+    """The ``replay.json`` of a store written by ``write_result_store``, if any."""
+    f = Path(store_path) / SETTINGS_FILE
+    return json.loads(f.read_text()) if f.exists() else None

@@ -1,0 +1,162 @@
+"""Ready-made experiments on the sharing model: the paper scenario (MuxFlow's deployment with its
+before/after numbers beside the simulated ones), ablations (each mechanism switched off) and
+one-parameter sweeps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from philly_analyze.sim.sharing.config import MECHANISMS, SharingConfig
+from philly_analyze.sim.sharing.results import SharingResult
+from philly_analyze.sim.sharing.simulate import simulate_sharing
+from philly_analyze.sim.sharing.workload import synthetic_offline
+
+#: (metric key, label, paper key) of the paper's headline numbers.
+PAPER_METRICS = (
+    ("gpu_util_online", "GPU utilization", "gpu_util"),
+    ("sm_activity_online", "SM activity", "sm_activity"),
+    ("gpu_memory_online", "GPU memory", "gpu_memory"),
+)
+
+#: Metrics shown in ablation and sweep tables.
+TABLE_METRICS = (
+    "gpu_util_online",
+    "sm_activity_online",
+    "gpu_memory_online",
+    "online_slowdown_p99",
+    "slo_violation_fraction",
+    "outage_minutes",
+    "offline_work_gpu_hours",
+    "offline_completed",
+    "offline_jct_mean_min",
+    "evictions",
+    "gpu_hours_lost",
+    "sm_restarts",
+    "matching_quality",
+)
+
+
+def paper_config(cfg: SharingConfig | None = None, gpus: int | None = None) -> SharingConfig:
+    """The configuration of ``--scenario paper``, optionally scaled to ``gpus`` online GPUs
+    (ordinary GPUs and the backlog scale with it). Idempotent: the scaled size is kept in
+    ``paper.online_gpus``, so applying it again changes nothing."""
+    cfg = cfg or SharingConfig.load()
+    sc = cfg.paper
+    n = sc.online_gpus if gpus is None else gpus
+    scale = n / sc.online_gpus
+    ordinary = round(sc.ordinary_gpus * scale)
+    backlog = round(sc.backlog_jobs * scale)
+    return cfg.with_(
+        **{
+            "cluster.online_gpus": n,
+            "cluster.ordinary_gpus": ordinary,
+            "paper.online_gpus": n,
+            "paper.ordinary_gpus": ordinary,
+            "paper.backlog_jobs": backlog,
+        }
+    )
+
+
+def paper_jobs(cfg: SharingConfig, seed: int = 0) -> pd.DataFrame:
+    """The paper scenario's synthetic offline work for ``cfg`` (see ``paper_config``)."""
+    return synthetic_offline(
+        cfg, cfg.cluster.online_gpus, cfg.paper.minutes, np.random.default_rng(seed)
+    )
+
+
+@dataclass
+class PaperComparison:
+    """Simulated results of the paper scenario and the paper's numbers beside them."""
+
+    results: dict[str, SharingResult]
+    table: pd.DataFrame  # metric, paper_before, sim_before, paper_after, sim_after
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": "paper",
+            "comparison": self.table.to_dict(orient="records"),
+            "results": {p: r.metrics for p, r in self.results.items()},
+        }
+
+
+def run_paper(
+    cfg: SharingConfig | None = None,
+    seed: int = 0,
+    gpus: int | None = None,
+    policies: Sequence[str] = ("dedicated", "muxflow"),
+) -> PaperComparison:
+    """Simulate MuxFlow's deployment (``[scenario.paper]``) under ``policies``; ``dedicated``
+    gives the "before" numbers, ``muxflow`` the "after"."""
+    cfg = paper_config(cfg, gpus)
+    jobs = paper_jobs(cfg, seed)
+    results = {
+        p: simulate_sharing(jobs, cfg, p, seed=seed, minutes=cfg.paper.minutes) for p in policies
+    }
+    rows = []
+    for key, label, pkey in PAPER_METRICS:
+        rows.append(
+            {
+                "metric": label,
+                "paper_before": cfg.paper.paper_before.get(pkey),
+                "sim_before": results["dedicated"].metrics[key] if "dedicated" in results else None,
+                "paper_after": cfg.paper.paper_after.get(pkey),
+                "sim_after": results["muxflow"].metrics[key] if "muxflow" in results else None,
+            }
+        )
+    return PaperComparison(results, pd.DataFrame(rows))
+
+
+#: Default ablation variants: mechanisms switched off together (the pair shows the monitor's
+#: contribution where it matters: without the launch limit in front of it).
+ABLATIONS: tuple[tuple[str, ...], ...] = (
+    (),
+    *((m,) for m in MECHANISMS),
+    ("launch_limit", "monitor"),
+)
+
+
+def ablations(
+    jobs: pd.DataFrame,
+    cfg: SharingConfig,
+    seed: int = 0,
+    minutes: int | None = None,
+    variants: Iterable[tuple[str, ...]] = ABLATIONS,
+    baselines: bool = True,
+) -> pd.DataFrame:
+    """One row per variant (MuxFlow with the named mechanisms off; then mps-naive and
+    dedicated when ``baselines``), all on the same jobs and seed. Columns: ``variant``,
+    ``TABLE_METRICS`` and the per-reason eviction counts."""
+    runs: list[tuple[str, str, SharingConfig]] = [
+        ("muxflow" + "".join(f" - {m}" for m in off), "muxflow", cfg.without(*off))
+        for off in variants
+    ]
+    if baselines:
+        runs += [("mps-naive", "mps-naive", cfg), ("dedicated", "dedicated", cfg)]
+    rows = []
+    for label, policy, c in runs:
+        m = simulate_sharing(jobs, c, policy, seed=seed, minutes=minutes).metrics
+        extra = {k: v for k, v in m.items() if k.startswith("evictions_")}
+        rows.append({"variant": label, **{k: m.get(k) for k in TABLE_METRICS}, **extra})
+    return pd.DataFrame(rows)
+
+
+def sweep(
+    jobs: pd.DataFrame,
+    cfg: SharingConfig,
+    param: str,
+    values: Iterable[Any],
+    seed: int = 0,
+    minutes: int | None = None,
+    policy: str = "muxflow",
+) -> pd.DataFrame:
+    """One row per value of the dotted parameter ``param`` (e.g. ``sm.threshold``)."""
+    rows = []
+    for v in values:
+        r = simulate_sharing(jobs, cfg.with_(**{param: v}), policy, seed=seed, minutes=minutes)
+        rows.append({param: v, **{k: r.metrics.get(k) for k in TABLE_METRICS}})
+    return pd.DataFrame(rows)
