@@ -92,6 +92,8 @@ Examples:
 @click.option("--until", callback=_parse_time, help="Only jobs submitted before this time.")
 @click.option(
     "--vc-quotas",
+    "--quotas",
+    "vc_quotas",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="CSV (vc,gpus) or JSON {vc: gpus} of VC quotas; default: inferred from GPU-time shares.",
 )
