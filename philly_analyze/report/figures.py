@@ -98,7 +98,7 @@ def fig3_queueing(report: Report) -> Figure | None:
     d = sec.data["delays"]
     vcs = d["vc"].value_counts().sort_index().sort_values(ascending=False, kind="stable")
     panels = [("all VCs", d)] + [(f"VC {_safe(v, 16)}", d[d["vc"] == v]) for v in vcs.index[:5]]
-    ncols = 3 if len(panels) > 2 else len(panels)
+    ncols = {1: 1, 2: 2, 4: 2}.get(len(panels), 3)
     nrows = -(-len(panels) // ncols)
     fig, axes = _fig(3.6 * ncols, 2.9 * nrows, ncols, nrows)
     for i, (title, dv) in enumerate(panels):
