@@ -19,6 +19,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	rm -rf $(STORE) $(OUT)
 	$(BIN)/philly-analyze ingest sample_data --store $(STORE)
+	$(BIN)/philly-analyze report --store $(STORE) --format html -o $(OUT)/report.html --figures $(OUT)/figures
 	$(BIN)/philly-analyze replay --store $(STORE) --policy philly,muxflow --out $(OUT)/replay
 
 test: $(STAMP)

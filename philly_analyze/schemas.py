@@ -238,6 +238,19 @@ MEM_UTIL = Table(
     partition_by_month=True,
 )
 
+HOST_METRICS = Table(
+    "host_metrics",
+    "Other per-server Ganglia metrics (load_one, bytes_in, disk_free, cpu_idle, ...), long "
+    "format, resampled to one row per minute like cpu_util (see docs/raw-sources.md).",
+    (
+        _c("time", UTC_TS, "Start of the minute, UTC.", nullable=False),
+        _c("machine_id", STR, "Machine id.", nullable=False),
+        _c("metric", STR, "Ganglia metric name, e.g. load_one, bytes_in.", nullable=False),
+        _c("value", F64, "Value in the metric's own units (as gmond reports it)."),
+    ),
+    partition_by_month=True,
+)
+
 SCHEDULER_EVENTS = Table(
     "scheduler_events",
     "Every state transition seen in scheduler logs.",
@@ -340,6 +353,7 @@ TABLES: dict[str, Table] = {
         GPU_METRICS,
         CPU_UTIL,
         MEM_UTIL,
+        HOST_METRICS,
         SCHEDULER_EVENTS,
         EPOCHS,
         FAILURES,

@@ -24,6 +24,7 @@ Merging sources (several sources may describe the same job):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -55,7 +56,10 @@ def connect(database: str = ":memory:", *, read_only: bool = False) -> duckdb.Du
     wanted). Use this instead of ``duckdb.connect``."""
     con = duckdb.connect(database, read_only=read_only)
     con.execute("SET TimeZone = 'UTC'")
-    con.execute("SET enable_progress_bar = false")
+    # In Jupyter DuckDB refuses the setting unless ipywidgets is installed; the bar is then
+    # already off.
+    with contextlib.suppress(duckdb.InvalidInputException):
+        con.execute("SET enable_progress_bar = false")
     return con
 
 

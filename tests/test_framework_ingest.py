@@ -381,3 +381,16 @@ def test_large_files_stream_and_small_files_batch(
     assert reasons == [
         (k, "CPU out of memory", 4) if k % 2 else (k, "No signature", None) for k in range(40)
     ]
+
+
+def test_documentation_quoting_failures_is_not_a_log(tmp_path: Path, store_dir: Path) -> None:
+    # A provenance note that quotes real failure lines and an application id (like
+    # ../shared/reference/real-samples/PROVENANCE.md) must not become a job's failure.
+    doc = tmp_path / "NOTES.md"
+    doc.write_text(
+        "# Samples\n\n| file | what |\n|---|---|\n"
+        f"| x.log | `RuntimeError: CUDA error: out of memory` in {A} |\n"
+    )
+    r = ingest(doc, "--store", store_dir)
+    assert r.exit_code == 1 and "unrecognised format" in r.stderr
+    assert q(store_dir, "SELECT count(*) FROM failures") == [(0,)]

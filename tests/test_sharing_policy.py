@@ -74,9 +74,8 @@ def run(*args: str):
 
 
 def test_offline_frame_sums_attempt_durations() -> None:
-    from philly_analyze.sim.workload import Workload
-
     from philly_analyze.sim.sharing.policy import offline_frame
+    from philly_analyze.sim.workload import Workload
 
     wl = Workload.from_columns(
         ["a", "b"],

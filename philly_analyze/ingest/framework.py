@@ -83,6 +83,9 @@ class FrameworkLog(Format):
         # or one whose head looks like a training log or holds failure evidence.
         if APP_RE.search(name) or CONTAINER_RE.search(name):
             return True
+        if _looks_like_documentation(name, head):
+            # A README or provenance note may quote failure messages; it is not a log.
+            return False
         if _MARKERS.search(head):
             return True
         cut = head.rfind(b"\n") + 1
@@ -90,6 +93,17 @@ class FrameworkLog(Format):
 
     def session(self, batch: Batch, ctx: IngestContext) -> _Session:
         return _Session(batch, ctx)
+
+
+_DOC_SUFFIXES = (".md", ".markdown", ".rst", ".html", ".htm", ".adoc")
+
+
+def _looks_like_documentation(name: str, head: bytes) -> bool:
+    """Markdown/HTML documents: by suffix, or a Markdown heading plus a table rule up front."""
+    if name.lower().endswith(_DOC_SUFFIXES):
+        return True
+    text = head[:4096]
+    return text.lstrip().startswith(b"# ") and b"|---" in text
 
 
 def _scanner() -> Scanner:

@@ -324,7 +324,11 @@ class _GroupedRun:
             res = SourceResult(rejected=1)
             outcome = SourceOutcome(src.name, self.fmt.name, "error", e.format(), {}, 1)
         else:
-            outcome = SourceOutcome(src.name, self.fmt.name, "ingested", "", res.rows, res.rejected)
+            # Sources whose rows are only assembled at finish() say what they gave instead.
+            message = "" if sum(res.rows.values()) else res.provided
+            outcome = SourceOutcome(
+                src.name, self.fmt.name, "ingested", message, res.rows, res.rejected
+            )
         outcome.seconds = time.perf_counter() - t0
         self.entries.append(_log_entry(src, self.fmt, res, outcome.seconds))
         self.replaced |= {p["batch_id"] for p in previous}
@@ -362,7 +366,8 @@ class _GroupedRun:
                     )
                     continue
                 o = self.feed(file_source(path), prev)
-                o.message = o.message or "read again: its batch was rebuilt"
+                again = "read again: its batch was rebuilt"
+                o.message = f"{again}; {o.message}" if o.message else again
                 out.append(o)
 
     def finish(self) -> list[SourceOutcome]:
@@ -406,4 +411,6 @@ def check_report(report: IngestReport) -> None:
     if errs:
         first = errs[0]
         more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
-        raise UserError(f"{first.name}: {first.message}{more}")
+        # Messages of InputFormatError already start with the file (and line).
+        where = "" if first.message.startswith(first.name) else f"{first.name}: "
+        raise UserError(f"{where}{first.message}{more}")

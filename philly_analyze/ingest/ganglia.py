@@ -1,0 +1,284 @@
+"""Ganglia metrics -> gpu_util, gpu_metrics, cpu_util, mem_util, host_metrics (formats.md §3).
+
+Five formats, each grouped (all files of a format in one ``ingest`` call form one batch):
+
+==================  ==========================================================================
+``ganglia_xml``     gmond / gmetad XML dumps (``telnet host 8649``, ``nc gmetad 8651``)
+``ganglia_csv``     ganglia-web ``graph.php?...&csv=1``
+``ganglia_json``    ganglia-web ``graph.php?...&json=1``
+``rrdtool_xport``   ``rrdtool xport`` output, XML or ``--json``
+``rrdtool_dump``    ``rrdtool dump`` of a gmetad RRD
+==================  ==========================================================================
+
+Readers (``ganglia_xml``, ``ganglia_text``) stream samples to Parquet; ``finish()`` resamples
+every series to one row per minute with the one rule of ``resample.py`` and routes metrics
+(``data/ganglia_metrics.json``):
+
+- ``gpu{i}_util`` -> ``gpu_util`` (gpu_idx i); other ``gpu{i}_<m>`` -> ``gpu_metrics`` (metric m);
+- ``cpu_util`` = 100 - ``cpu_idle`` (``cpu_user + cpu_system`` for hosts without cpu_idle),
+  clamped to 0-100;
+- ``mem_total``, ``mem_free`` (KB) -> ``mem_util``: one row per minute with mem_free, with the
+  latest mem_total (> 0) at or before it (gmond sends mem_total rarely);
+- every other numeric metric, including the raw ``cpu_*`` -> ``host_metrics``;
+- ``machine_observations``: per host, GPUs reporting utilization (max index + 1, 0 if none),
+  first and last minute with data.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+
+from philly_analyze.errors import InputFormatError
+from philly_analyze.ingest import ganglia_text as text
+from philly_analyze.ingest import ganglia_xml as xml
+from philly_analyze.ingest.formats import Format, IngestContext, SkipSource, SourceResult, register
+from philly_analyze.ingest.ganglia_samples import (
+    ReadStats,
+    SampleSink,
+    metric_rules,
+    path_host_stem,
+    series_names,
+)
+from philly_analyze.ingest.resample import per_minute_sql
+from philly_analyze.ingest.source import Source
+from philly_analyze.store import Batch, sql_literal
+
+#: DuckDB memory for resampling; it spills to the staging folder beyond that.
+RESAMPLE_MEMORY = "400MB"
+Reader = Callable[[Source, SampleSink, IngestContext, Batch], ReadStats]
+
+
+def _text_head(head: bytes, n: int = 4096) -> str:
+    return head[:n].decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
+
+
+def _xml_document(text: str, max_junk_lines: int = 5) -> bool:
+    """Whether ``text`` is an XML document, allowing a few lines before it (a ``telnet host
+    8649`` capture starts with ``Trying ...``), but not prose that mentions a tag."""
+    i = text.find("<")
+    if i < 0 or (i > 0 and text[i - 1] != "\n") or text.count("\n", 0, i) > max_junk_lines:
+        return False
+    return text.startswith(("<?xml", "<!DOCTYPE", "<GANGLIA_XML"), i)
+
+
+class _GangliaFormat(Format):
+    grouped = True
+
+    def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
+        raise NotImplementedError
+
+    def session(self, batch: Batch, ctx: IngestContext) -> _GangliaSession:
+        return _GangliaSession(batch, ctx, self)
+
+
+def _names_for(source: Source) -> Callable[[list[str]], list[tuple[str, str]]]:
+    """Series namer of a host-less export; skips gmetad's cluster summary folder."""
+    host, _ = path_host_stem(source.name)
+    if host in metric_rules()["summary_host_names"]:
+        raise SkipSource(f"{host}: a gmetad cluster summary (sum over hosts), not one host")
+    if not host:
+        raise InputFormatError(
+            "no host: this export names no host, and the file is not in a folder named after "
+            "one (<cluster>/<host>/<metric>.<ext>, like gmetad's RRD tree)",
+            source=source.name,
+        )
+    return lambda columns: series_names(source.name, columns)
+
+
+@register
+class GangliaXml(_GangliaFormat):
+    name = "ganglia_xml"
+    description = "Ganglia gmond/gmetad XML dump (<GANGLIA_XML>)"
+
+    def sniff(self, name: str, head: bytes) -> bool:
+        return b"<GANGLIA_XML" in head and _xml_document(_text_head(head))
+
+    def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
+        return xml.read_gmond(source, sink, ctx.tracker)
+
+
+@register
+class RrdtoolXport(_GangliaFormat):
+    name = "rrdtool_xport"
+    description = "rrdtool xport output (XML, or --json), one host per file"
+
+    def sniff(self, name: str, head: bytes) -> bool:
+        t = _text_head(head)
+        if t.startswith("<") and "<xport>" in t:
+            return True
+        return t.startswith("{") and "RRDtool" in t and "meta" in t and "legend" in t
+
+    def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
+        names = _names_for(source)
+        if _text_head(source.head).startswith("{"):
+            return text.read_xport_json(source, sink, ctx, names)
+        return xml.read_xport_xml(source, sink, ctx.tracker, names)
+
+
+@register
+class RrdtoolDump(_GangliaFormat):
+    name = "rrdtool_dump"
+    description = "rrdtool dump output of a gmetad RRD (<cluster>/<host>/<metric>.xml)"
+
+    def sniff(self, name: str, head: bytes) -> bool:
+        t = _text_head(head)
+        return t.startswith("<") and "<rrd>" in t and ("<lastupdate>" in t or "<version>" in t)
+
+    def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
+        return xml.read_dump(source, sink, ctx.tracker, _names_for(source))
+
+
+@register
+class GangliaCsv(_GangliaFormat):
+    name = "ganglia_csv"
+    description = "ganglia-web graph CSV export (Timestamp,<metric>...), one host per file"
+
+    def sniff(self, name: str, head: bytes) -> bool:
+        lines = _text_head(head).splitlines()
+        if len(lines) < 2 or not lines[0].lower().startswith("timestamp,"):
+            return False
+        return text.looks_like_time(lines[1].split(",", 1)[0])
+
+    def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
+        return text.read_csv(source, sink, ctx, batch, _names_for(source))
+
+
+@register
+class GangliaJson(_GangliaFormat):
+    name = "ganglia_json"
+    description = "ganglia-web graph JSON export ([{host_name, metric_name, datapoints}])"
+
+    def sniff(self, name: str, head: bytes) -> bool:
+        t = _text_head(head)
+        return t.startswith("[") and '"datapoints"' in t
+
+    def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
+        return text.read_ganglia_json(source, sink, ctx, batch)
+
+
+class _GangliaSession:
+    def __init__(self, batch: Batch, ctx: IngestContext, fmt: _GangliaFormat):
+        self.batch = batch
+        self.ctx = ctx
+        self.fmt = fmt
+        self.dir = Path(tempfile.mkdtemp(prefix="ganglia-", dir=batch.staging))
+        self.sink = SampleSink(self.dir / "samples.parquet")
+        self.strings = 0
+        self.coarse: set[int] = set()
+
+    def feed(self, source: Source) -> SourceResult:
+        st = self.fmt.read(source, self.sink, self.ctx, self.batch)
+        self.strings += st.strings
+        self.coarse |= {s for s in st.steps if s > 60}
+        for n in st.notes:
+            self.ctx.note(f"{self.fmt.name}: {Path(source.name).name}: {n}")
+        if st.samples == 0:
+            self.ctx.note(f"{self.fmt.name}: {source.name}: no numeric samples")
+        metrics = sorted({m for _, m in st.series})
+        shown = ", ".join(metrics[:6]) + (", ..." if len(metrics) > 6 else "")
+        hosts = sorted(st.hosts)
+        on = f"host {', '.join(hosts)}" if len(hosts) <= 3 else f"{len(hosts)} hosts"
+        provided = (
+            f"{st.samples:,} samples, {len(st.series):,} series ({shown}) on {on}; "
+            "per-minute rows written with the group"
+        )
+        return SourceResult({}, st.rejected, provided)
+
+    def finish(self) -> dict[str, int]:
+        if not self.sink.close():
+            return {}
+        if self.strings:
+            self.ctx.note(
+                f"{self.fmt.name}: {self.strings} text metric values (os_name...) not kept"
+            )
+        if self.coarse:
+            steps = ", ".join(f"{s} s" for s in sorted(self.coarse))
+            self.ctx.note(
+                f"{self.fmt.name}: rows of {steps} steps: each minute a row covers gets its "
+                "average (docs/raw-sources.md, resampling)"
+            )
+        # A database file, not memory: its tables can leave memory when the limit is reached.
+        con = duckdb.connect(str(self.dir / "resample.duckdb"))
+        try:
+            return self._route(con)
+        finally:
+            con.close()
+
+    def _route(self, con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+        r = metric_rules()
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute(f"SET memory_limit = {sql_literal(RESAMPLE_MEMORY)}")
+        con.execute(f"SET temp_directory = {sql_literal(str(self.dir / 'spill'))}")
+        con.execute("SET preserve_insertion_order = false")
+        samples = f"read_parquet({sql_literal(str(self.sink.path))})"
+        con.execute(f"CREATE TABLE pm AS {per_minute_sql(samples, ['machine_id', 'metric'])}")
+        con.execute(
+            "CREATE TABLE gpu AS SELECT time, machine_id, "
+            "CAST(regexp_extract(metric, ?, 1) AS SMALLINT) AS gpu_idx, "
+            "regexp_extract(metric, ?, 2) AS m, value FROM pm WHERE regexp_matches(metric, ?)",
+            [r["gpu_metric_regex"]] * 3,
+        )
+        util = r["gpu_util_suffix"]
+        b = self.batch
+        rows = {
+            "gpu_util": b.copy_query(
+                "gpu_util",
+                con,
+                "SELECT time, machine_id, gpu_idx, value AS util FROM gpu WHERE m = ?",
+                [util],
+            ),
+            "gpu_metrics": b.copy_query(
+                "gpu_metrics",
+                con,
+                "SELECT time, machine_id, gpu_idx, m AS metric, value FROM gpu WHERE m <> ?",
+                [util],
+            ),
+        }
+        busy_a, busy_b = r["cpu_busy_fallback"]
+        rows["cpu_util"] = b.copy_query(
+            "cpu_util",
+            con,
+            """SELECT time, machine_id, greatest(0, least(100, coalesce(100 - idle, a + b))) AS util
+               FROM (SELECT time, machine_id,
+                            max(value) FILTER (WHERE metric = ?) AS idle,
+                            max(value) FILTER (WHERE metric = ?) AS a,
+                            max(value) FILTER (WHERE metric = ?) AS b
+                     FROM pm WHERE metric IN (?, ?, ?) GROUP BY time, machine_id)
+               WHERE coalesce(100 - idle, a + b) IS NOT NULL""",
+            [r["cpu_idle"], busy_a, busy_b, r["cpu_idle"], busy_a, busy_b],
+        )
+        # gmond sends mem_total only when it changes or every 20 min (TMAX 1200): each mem_free
+        # minute takes the latest mem_total at or before it.
+        rows["mem_util"] = b.copy_query(
+            "mem_util",
+            con,
+            """WITH tot AS (SELECT machine_id, time, value AS mem_total FROM pm
+                            WHERE metric = ? AND value > 0),
+                    fr AS (SELECT machine_id, time, value AS mem_free FROM pm WHERE metric = ?)
+               SELECT fr.time, fr.machine_id, tot.mem_total, fr.mem_free
+               FROM fr ASOF JOIN tot ON fr.machine_id = tot.machine_id AND fr.time >= tot.time""",
+            [r["mem_total"], r["mem_free"]],
+        )
+        rows["host_metrics"] = b.copy_query(
+            "host_metrics",
+            con,
+            "SELECT time, machine_id, metric, value FROM pm "
+            "WHERE NOT regexp_matches(metric, ?) AND metric NOT IN (?, ?)",
+            [r["gpu_metric_regex"], r["mem_total"], r["mem_free"]],
+        )
+        rows["machine_observations"] = b.copy_query(
+            "machine_observations",
+            con,
+            """SELECT pm.machine_id, coalesce(g.n, 0) AS observed_num_gpus,
+                      min(pm.time) AS first_seen, max(pm.time) AS last_seen, ? AS source
+               FROM pm LEFT JOIN (SELECT machine_id, max(gpu_idx) + 1 AS n FROM gpu
+                                  WHERE m = ? AND value IS NOT NULL GROUP BY machine_id) g
+                    USING (machine_id)
+               GROUP BY pm.machine_id, g.n""",
+            [self.fmt.name, util],
+        )
+        return rows

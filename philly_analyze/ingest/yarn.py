@@ -1,0 +1,422 @@
+"""YARN ResourceManager logs -> jobs, attempts, placements, scheduler_events (formats.md §2).
+
+All RM log files of one ``ingest`` call form one group (``grouped = True``): rolled files
+(``yarn-*-resourcemanager-*.log``, ``.log.1``, ``.log.2.gz``) arrive in any order and an
+application's lines may span files. Each file is streamed line by line; the lines that carry
+application state become *facts* (``yarn_lines.py``), buffered in chunks, their times converted
+to UTC and written to Parquet in the batch's staging folder. ``finish()`` assembles jobs,
+attempts, placements and the scheduler events from all facts in DuckDB (``yarn_assemble.py``),
+so memory stays bounded whatever the size of the logs.
+
+Times: log4j wall-clock times carry no zone and are read in ``--timezone`` (default
+America/Los_Angeles, ``timeutil``); the repeated fall-back hour is read as its first occurrence
+unless the log would then go back in time by more than 30 minutes, in which case it is the
+second. The Microsoft record wrapper's ``TS`` and ApplicationSummary epoch milliseconds are
+exact. When summary epochs disagree with the wall clock read in the given zone, a note says
+which zone the log was probably written in.
+
+Other Hadoop logs (a MapReduce ApplicationMaster's, a NodeManager's, HDFS daemons') are
+recognised by ``HadoopOtherLog`` and skipped with a message saying what they are.
+"""
+
+from __future__ import annotations
+
+import lzma
+import operator
+import re
+import tempfile
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from philly_analyze.errors import InputFormatError
+from philly_analyze.ingest import yarn_assemble as asm
+from philly_analyze.ingest.formats import Format, IngestContext, SkipSource, SourceResult, register
+from philly_analyze.ingest.source import Source
+from philly_analyze.ingest.yarn_lines import (
+    FACT_FIELDS,
+    HEADER_RE,
+    TS_LIKE_RE,
+    WRAPPED_RE,
+    Fact,
+    Malformed,
+    has_key_phrase,
+    parse_message,
+    split_record,
+)
+from philly_analyze.schemas import UTC_TS
+from philly_analyze.store import Batch, sql_literal
+from philly_analyze.timeutil import fold_offset, localize_naive
+
+CHUNK_FACTS = 20_000
+#: A wall-clock time this much before the file's latest is the fall-back hour's second pass.
+FOLD_BACKSTEP = np.timedelta64(30 * 60 * 1_000_000, "us")
+#: DuckDB memory for assembly; it spills to the staging folder beyond that.
+ASSEMBLY_MEMORY = "400MB"
+_FIELDS_OF = operator.attrgetter(*FACT_FIELDS)
+#: Logger classes of the ResourceManager (the logger token right after the level).
+_RM_CLASSES = re.compile(
+    r"(?:^|\.)(?:RMAppImpl|RMAppAttemptImpl|RMContainerImpl|RMAuditLogger|ClientRMService|"
+    r"CapacityScheduler|FairScheduler|FifoScheduler|SchedulerNode|FiCaSchedulerNode|"
+    r"FSSchedulerNode|RMAppManager(?:\$ApplicationSummary)?|ResourceManager|RMStateStore|"
+    r"ApplicationMasterService|LeafQueue|ParentQueue|ResourceTrackerService|RMNodeImpl|"
+    r"AbstractYarnScheduler|NodesListManager|ZKRMStateStore|FileSystemRMStateStore)(?:[:$]|$)"
+)
+_THREAD = re.compile(r"^\[[^\]]*\]\s*")
+_HADOOP_LOGGER = re.compile(r"^org\.apache\.hadoop\.|^[a-z]\w*\.[A-Z]\w*(?:\$\w+)?:?$")
+#: Other Hadoop daemons: (marker in the head, what to call the log).
+_OTHER_HADOOP = (
+    ("MRAppMaster", "a MapReduce ApplicationMaster log (MRAppMaster)"),
+    ("mapreduce.v2.app", "a MapReduce ApplicationMaster log (MRAppMaster)"),
+    ("nodemanager", "a YARN NodeManager log"),
+    ("hdfs.server.namenode", "an HDFS NameNode log"),
+    ("hdfs.server.datanode", "an HDFS DataNode log"),
+    ("jobhistory", "a MapReduce JobHistory server log"),
+)
+
+
+def _logger(rest: str) -> str:
+    """The logger token of a record (after an optional ``[thread]``)."""
+    return _THREAD.sub("", rest, count=1).split(" ", 1)[0]
+
+
+def _head_records(head: bytes, limit: int = 400) -> list[str]:
+    """The first log4j records of a head (after the level), unwrapping the Microsoft record."""
+    out = []
+    for line in head.decode("utf-8", "replace").splitlines()[:limit]:
+        if 'String1="' in line:
+            w = WRAPPED_RE.match(line)
+            if w:
+                line = w.group("inner")
+        m = HEADER_RE.match(line)
+        if m:
+            out.append(m.group("rest"))
+    return out
+
+
+def _is_rm(records: list[str], head: bytes) -> bool:
+    return any(_RM_CLASSES.search(_logger(r)) for r in records) or (
+        b"Starting ResourceManager" in head
+    )
+
+
+@register
+class YarnRmLog(Format):
+    name = "yarn_rm_log"
+    description = "YARN ResourceManager log (log4j; plain, rolled .log.N, .gz)"
+    grouped = True
+
+    def sniff(self, name: str, head: bytes) -> bool:
+        records = _head_records(head)
+        if _is_rm(records, head):
+            return True
+        # A head made of the startup banner alone: fall back on the file name.
+        return "resourcemanager" in Path(name).name.lower() and b"STARTUP_MSG" in head
+
+    def session(self, batch: Batch, ctx: IngestContext) -> _YarnSession:
+        return _YarnSession(batch, ctx)
+
+
+@register
+class HadoopOtherLog(Format):
+    name = "hadoop_log"
+    description = "Other Hadoop daemon logs (ApplicationMaster, NodeManager, HDFS): skipped"
+
+    def sniff(self, name: str, head: bytes) -> bool:
+        records = _head_records(head)
+        lines = [ln for ln in head.decode("utf-8", "replace").splitlines()[:400] if ln.strip()]
+        if not records or len(records) < 0.5 * len(lines):
+            return False
+        hadoop = sum(1 for r in records if _HADOOP_LOGGER.search(_logger(r)))
+        return hadoop >= 0.8 * len(records)
+
+    def session(self, batch: Batch, ctx: IngestContext) -> _SkipSession:
+        return _SkipSession()
+
+
+class _SkipSession:
+    def feed(self, source: Source) -> SourceResult:
+        head = source.head.decode("utf-8", "replace")
+        what = next(
+            (desc for marker, desc in _OTHER_HADOOP if marker.lower() in head.lower()),
+            "a Hadoop daemon log",
+        )
+        raise SkipSource(
+            f"{what}, not a YARN ResourceManager log: it holds no scheduler state "
+            "transitions (ingest the ResourceManager's yarn-*-resourcemanager-*.log files)"
+        )
+
+    def finish(self) -> dict[str, int]:
+        return {}
+
+
+@dataclass
+class _Chunk:
+    """Facts of up to CHUNK_FACTS lines, with their times still as text."""
+
+    facts: list[Fact] = field(default_factory=list)
+    times: list[str] = field(default_factory=list)
+    exact: list[int | None] = field(default_factory=list)
+    line_no: list[int] = field(default_factory=list)
+    raw: list[str] = field(default_factory=list)
+
+
+def _fact_type(name: str) -> pa.DataType:
+    if name in ("attempt", "gpus", "node_gpus"):
+        return pa.int32()
+    if name == "has_cap":
+        return pa.bool_()
+    if name.startswith("ms"):
+        return pa.int64()
+    return pa.string()
+
+
+_FACT_SCHEMA = pa.schema(
+    [pa.field(f, _fact_type(f)) for f in FACT_FIELDS]
+    + [
+        pa.field("t", UTC_TS),
+        pa.field("exact", pa.bool_()),
+        pa.field("line_no", pa.int64()),
+        pa.field("file_idx", pa.int32()),
+    ]
+)
+
+
+class _YarnSession:
+    def __init__(self, batch: Batch, ctx: IngestContext):
+        self.batch = batch
+        self.ctx = ctx
+        self.dir = Path(tempfile.mkdtemp(prefix="yarn-facts-", dir=batch.staging))
+        self.writer: pq.ParquetWriter | None = None
+        self.files = 0
+        self.kinds: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ feed
+    def feed(self, source: Source) -> SourceResult:
+        file_idx = self.files
+        self.files += 1
+        self._latest: np.datetime64 | None = None
+        kinds: Counter[str] = Counter()
+        rejected = 0
+        chunk = _Chunk()
+        last_time = ""
+        last_exact: int | None = None
+        line_no = 0
+        try:
+            for line_no, line in source.text_lines(self.ctx.tracker):
+                if "\x00" in line:
+                    self.batch.reject(source.name, line_no, "binary data in a text log", line)
+                    rejected += 1
+                    continue
+                if not has_key_phrase(line):
+                    continue
+                rec = split_record(line)
+                if rec is None:
+                    if TS_LIKE_RE.match(line) or WRAPPED_RE.match(line):
+                        self.batch.reject(source.name, line_no, "unparsable log4j header", line)
+                        rejected += 1
+                    elif "Starting ResourceManager" in line and last_time:
+                        # Banner continuation line: the restart happened at the banner's header.
+                        self._add(chunk, [Fact("rm_start")], last_time, last_exact, line_no, line)
+                    continue
+                last_time, last_exact, rest = rec
+                try:
+                    facts = parse_message(rest)
+                except Malformed as e:
+                    self.batch.reject(source.name, line_no, str(e), line)
+                    rejected += 1
+                    continue
+                if facts:
+                    self._add(chunk, facts, last_time, last_exact, line_no, line)
+                    if len(chunk.facts) >= CHUNK_FACTS:
+                        rejected += self._flush(chunk, source, file_idx, kinds)
+                        chunk = _Chunk()
+        except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:
+            rejected += self._flush(chunk, source, file_idx, kinds)
+            self.kinds.update(kinds)
+            raise InputFormatError(
+                f"cannot read past this line ({e}); the lines before it were kept",
+                source=source.name,
+                line=line_no + 1,
+            ) from e
+        rejected += self._flush(chunk, source, file_idx, kinds)
+        self.kinds.update(kinds)
+        events = sum(kinds[k] for k in ("app", "attempt", "container"))
+        return SourceResult({"scheduler_events": events}, rejected, _provided(kinds))
+
+    @staticmethod
+    def _add(
+        chunk: _Chunk, facts: list[Fact], ts: str, exact: int | None, line_no: int, raw: str
+    ) -> None:
+        for f in facts:
+            chunk.facts.append(f)
+            chunk.times.append(ts)
+            chunk.exact.append(exact)
+            chunk.line_no.append(line_no)
+            chunk.raw.append(raw)
+
+    def _flush(self, chunk: _Chunk, source: Source, file_idx: int, kinds: Counter[str]) -> int:
+        """Convert the chunk's times, reject the unparsable ones, append to the fact file."""
+        if not chunk.facts:
+            return 0
+        naive, bad = _parse_times(chunk.times)
+        rejected = 0
+        for i in np.flatnonzero(bad):
+            self.batch.reject(
+                source.name, chunk.line_no[i], f"unparsable time {chunk.times[i]!r}", chunk.raw[i]
+            )
+            rejected += 1
+        exact = np.array([e is not None for e in chunk.exact])
+        utc = self._to_utc(naive, exact)
+        keep = ~bad
+        exact_us = np.array([e if e is not None else 0 for e in chunk.exact], dtype=np.int64)
+        utc = np.where(exact, exact_us.astype("datetime64[us]"), utc)
+        idx = np.flatnonzero(keep)
+        facts = chunk.facts if len(idx) == len(chunk.facts) else [chunk.facts[i] for i in idx]
+        if not facts:
+            return rejected
+        # Transpose fact objects to columns in C (attrgetter + zip), not field by field.
+        cols = list(zip(*map(_FIELDS_OF, facts), strict=True))
+        kinds.update(cols[0])
+        kinds["gpu_container"] += sum(1 for g in cols[FACT_FIELDS.index("gpus")] if g)
+        arrays = [
+            pa.array(c, type=_FACT_SCHEMA.field(f).type)
+            for f, c in zip(FACT_FIELDS, cols, strict=True)
+        ]
+        arrays += [
+            pa.array(utc[idx], type=pa.timestamp("us")).cast(UTC_TS),
+            pa.array(exact[idx]),
+            pa.array(np.asarray(chunk.line_no)[idx], type=pa.int64()),
+            pa.array(np.full(len(idx), file_idx, dtype=np.int32)),
+        ]
+        table = pa.Table.from_arrays(arrays, schema=_FACT_SCHEMA)
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.dir / "facts.parquet", _FACT_SCHEMA)
+        self.writer.write_table(table)
+        return rejected
+
+    def _to_utc(self, naive: np.ndarray, exact: np.ndarray) -> np.ndarray:
+        """Wall-clock -> UTC in ``--timezone``; the repeated fall-back hour is its second
+        occurrence when the first would send the log back in time (file order)."""
+        tz = self.ctx.timezone
+        utc, ambiguous = localize_naive(naive, tz)
+        amb = ambiguous & ~exact
+        if amb.any():
+            latest = self._latest
+            for i in range(len(utc)):
+                t = utc[i]
+                if np.isnat(t):
+                    continue
+                if amb[i] and latest is not None and t < latest - FOLD_BACKSTEP:
+                    t = t + fold_offset(tz, naive[i])
+                    utc[i] = t
+                latest = t if latest is None or t > latest else latest
+            self._latest = latest
+        else:
+            valid = utc[~np.isnat(utc)]
+            if len(valid):
+                m = valid.max()
+                self._latest = m if self._latest is None or m > self._latest else self._latest
+        return utc
+
+    # ------------------------------------------------------------------ finish
+    def finish(self) -> dict[str, int]:
+        if self.writer is None:
+            return {}
+        self.writer.close()
+        # A database file, not memory: its tables can leave memory when the limit is reached.
+        con = duckdb.connect(str(self.dir / "assemble.duckdb"))
+        try:
+            return self._assemble(con)
+        finally:
+            con.close()
+
+    def _assemble(self, con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute(f"SET memory_limit = {sql_literal(ASSEMBLY_MEMORY)}")
+        con.execute(f"SET temp_directory = {sql_literal(str(self.dir / 'spill'))}")
+        con.execute("SET preserve_insertion_order = false")
+        facts = sql_literal(str(self.dir / "facts.parquet"))
+        con.execute(f"CREATE VIEW raw_facts AS SELECT * FROM read_parquet({facts})")
+        con.execute(f"CREATE TABLE fr AS {asm.facts_with_recovery('raw_facts')}")
+        con.execute(f"CREATE TABLE apps AS {asm.apps_sql('fr')}")
+        con.execute(f"CREATE TABLE conts AS {asm.containers_sql('fr')}")
+        con.execute(f"CREATE TABLE atts AS {asm.attempts_sql('fr', 'apps', 'conts')}")
+        b = self.batch
+        # scheduler_events rows were credited to their sources by feed(); not counted here.
+        b.copy_query("scheduler_events", con, asm.scheduler_events_sql("fr"))
+        rows = {
+            "jobs": b.copy_query("jobs", con, asm.jobs_sql("apps", "atts")),
+            "attempts": b.copy_query("attempts", con, "SELECT * FROM atts"),
+            "placements": b.copy_query("placements", con, asm.placements_sql("conts", "atts")),
+            "machine_observations": b.copy_query(
+                "machine_observations", con, asm.machine_observations_sql("fr")
+            ),
+        }
+        self._notes(con)
+        return rows
+
+    def _notes(self, con: duckdb.DuckDBPyConnection) -> None:
+        row = con.execute(asm.timezone_check_sql("fr")).fetchone()
+        if row and row[2] and row[0] is not None and abs(row[0]) > 1800:
+            diff_h, when, n = row[0] / 3600, row[1], row[2]
+            offset = when.astimezone(ZoneInfo(self.ctx.timezone)).utcoffset()
+            zone = offset.total_seconds() / 3600 + diff_h if offset is not None else None
+            zone_text = f"UTC{round(zone * 4) / 4:+g}" if zone is not None else "another zone"
+            self.ctx.note(
+                f"yarn_rm_log: wall-clock times read in {self.ctx.timezone} are {diff_h:+.1f} h "
+                f"off the exact finishTime of {n} ApplicationSummary line(s): the log was "
+                f"probably written in {zone_text}; re-ingest with --replace --timezone ZONE"
+            )
+        restarts = self.kinds.get("rm_start", 0)
+        if restarts:
+            self.ctx.note(
+                f"yarn_rm_log: {restarts} ResourceManager start(s) in the logs; applications "
+                "recovered across a restart carry the flag rm_recovered"
+            )
+
+
+def _parse_times(times: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """ISO strings -> naive datetime64[us]; mask of the ones that are not valid times."""
+    try:
+        return np.array(times, dtype="datetime64[us]"), np.zeros(len(times), dtype=bool)
+    except ValueError:
+        pass
+    out = np.empty(len(times), dtype="datetime64[us]")
+    bad = np.zeros(len(times), dtype=bool)
+    for i, t in enumerate(times):
+        try:
+            out[i] = np.datetime64(t, "us")
+        except ValueError:
+            out[i] = np.datetime64("NaT")
+            bad[i] = True
+    return out, bad
+
+
+def _provided(kinds: Counter[str]) -> str:
+    """What one RM log provided (ingest_log.provided)."""
+    job_cols = []
+    if kinds["app"] or kinds["submit_req"] or kinds["summary"]:
+        job_cols.append("submit_time")
+    if kinds["accepted"] or kinds["summary"] or kinds["activated"] or kinds["submit_req"]:
+        job_cols += ["vc", "user_id"]
+    if kinds["app"] or kinds["summary"] or kinds["audit_finish"]:
+        job_cols.append("status")
+    parts = []
+    if job_cols:
+        parts.append("jobs: " + ", ".join(job_cols))
+    if kinds["attempt"] or kinds["attempt_done"] or kinds["am_container"] or kinds["assigned"]:
+        parts.append("attempts")
+    if kinds["gpu_container"]:
+        parts.append("placements")
+    events = kinds["app"] + kinds["attempt"] + kinds["container"]
+    if events:
+        parts.append(f"scheduler_events ({events} transitions)")
+    return "; ".join(parts) + (" (assembled with the other RM logs of the group)" if parts else "")
