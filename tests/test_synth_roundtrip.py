@@ -15,6 +15,7 @@ test then checks the synthesizer's sampling rather than the parser; it says whic
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -248,3 +249,50 @@ def test_large_round_trip_convergence(large: tuple[Path, Path], reference: Path)
         got = (d[col] <= x).mean()
         assert len(d) > 300
         assert got == pytest.approx(float(r["cumulative_fraction_of_jobs"]), abs=0.06), (r, got)
+
+
+@pytest.mark.slow
+def test_large_round_trip_through_the_report(large: tuple[Path, Path], reference: Path) -> None:
+    """The same store through ``philly-analyze report --format json`` (the report's own
+    definitions), compared with the paper's CSVs where the definitions agree with the paper's
+    tables: Table 3 as the mean of per-job means (the report's ``table3_job_mean``; its
+    ``table3`` weighs jobs by GPU-minutes), Table 6's GPU-time shares (its job shares also count
+    jobs that never ran), Table 7's trial shares, Figure 9 and Figure 8."""
+    _, store = large
+    res = CliRunner().invoke(main, ["report", "--store", str(store), "--format", "json", "-q"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    t3 = {r["job_size"]: r for r in rep["gpu_utilization"] if r["table"] == "table3_job_mean"}
+    for r in _paper(reference, "table3_gpu_util_by_size_status.csv"):
+        for st in ("passed", "killed", "unsuccessful", "all"):
+            assert t3[r["job_size"]][st] == pytest.approx(float(r[st]), abs=3), (r["job_size"], st)
+    t6 = {r["status"]: r for r in rep["status"]}
+    for r in _paper(reference, "table6_final_status.csv"):
+        want = float(r["gpu_time_pct"])
+        assert t6[r["status"]]["gpu_time_pct"] == pytest.approx(want, abs=2), r["status"]
+    t7 = [r for r in rep["failures"] if r["table"] == "table7" and r["reason"] != "total"]
+    total = sum(r["trials"] for r in t7)
+    paper7 = _paper(reference, "table7_failures.csv")
+    ptotal = sum(float(r["trials"]) for r in paper7)
+    got7 = {r["reason"]: r["trials"] / total * 100 for r in t7}
+    for r in paper7:
+        want = float(r["trials"]) / ptotal * 100
+        assert got7.get(r["failure_reason"], 0.0) == pytest.approx(want, abs=2), r["failure_reason"]
+    fig9 = {
+        r["gpu_bucket"].replace("gt8", ">8"): r
+        for r in _paper(reference, "fig9_retries_approx.csv")
+    }
+    got9 = {r["gpu_bucket"]: r for r in rep["retries"] if r["table"] == "fig9"}
+    for b in ("1", "2-4", "5-8", ">8"):
+        assert got9[b]["avg_retries"] == pytest.approx(float(fig9[b]["avg_retries"]), abs=0.3)
+        want = float(fig9[b]["unsuccessful_rate"])
+        assert got9[b]["unsuccessful_rate"] == pytest.approx(want, abs=0.06)
+    got8 = {
+        (r["status"], r["threshold"], r["fraction_of_epochs"]): r["cumulative_fraction_of_jobs"]
+        for r in rep["convergence"]
+        if r["table"] == "fig8_points"
+    }
+    for r in _paper(reference, "fig8_convergence_approx.csv"):
+        key = (r["jobs"], r["threshold"], float(r["fraction_of_epochs"]))
+        want = float(r["cumulative_fraction_of_jobs"])
+        assert got8[key] == pytest.approx(want, abs=0.06), key
