@@ -475,12 +475,11 @@ def _union_sql(table: schemas.Table, files: Sequence[tuple[str, str]]) -> str:
     ranked = sorted(by_format, key=lambda f: (prio[f], f))
     for i, fmt in enumerate(ranked):
         body = _read(by_format[fmt], cols)
-        better = ranked[:i]
+        better = [p for f in ranked[:i] for p in by_format[f]]
         if better:
-            lst = ", ".join(sql_literal(f) for f in better)
+            lst = ", ".join(sql_literal(p) for p in better)
             body += (
-                " WHERE machine_id NOT IN (SELECT machine_id FROM machine_observations_all "
-                f"WHERE source IN ({lst}))"
+                f" WHERE machine_id NOT IN (SELECT DISTINCT machine_id FROM read_parquet([{lst}]))"
             )
         parts.append(body)
     return " UNION ALL ".join(parts)
