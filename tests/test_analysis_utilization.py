@@ -49,7 +49,7 @@ def util_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_table3_per_minute_means(util_store: Path) -> None:
     with Store(util_store, read_only=True) as s:
         rep = run(s, ["gpu_utilization"])
-    t3 = rep["gpu_utilization"].frame("table3").set_index("job_size")
+    t3 = rep["gpu_utilization"].frame("table3_minute_weighted").set_index("job_size")
     # size 1 passed: (10+20+30+40+75+85)/6 = 260/6; unsuccessful: (100+100+0)/3
     assert t3.loc["1", "passed"] == pytest.approx(260 / 6)
     assert t3.loc["1", "unsuccessful"] == pytest.approx(200 / 3)
@@ -62,7 +62,7 @@ def test_table3_per_minute_means(util_store: Path) -> None:
     assert t3.loc["all", "gpu_minutes"] == 17
     assert t3.loc["16", "jobs"] == 0
     assert t3.loc["1", "paper_passed"] == pytest.approx(53.51)
-    jm = rep["gpu_utilization"].frame("table3_job_mean").set_index("job_size")
+    jm = rep["gpu_utilization"].frame("table3").set_index("job_size")
     # per-job means: p1 25, p1b 80, k4 65, u1 200/3 -> size 1 passed (25+80)/2
     assert jm.loc["1", "passed"] == pytest.approx(52.5)
     assert jm.loc["all", "all"] == pytest.approx((25 + 80 + 65 + 200 / 3) / 4)
@@ -78,9 +78,10 @@ def test_running_attempt_counts_to_last_sample(tmp_path: Path) -> None:
     )
     with Store(p, read_only=True) as s:
         rep = run(s, ["gpu_utilization"])
-    t3 = rep["gpu_utilization"].frame("table3").set_index("job_size")
+    t3 = rep["gpu_utilization"].frame("table3_minute_weighted").set_index("job_size")
     assert t3.loc["1", "all"] == pytest.approx(40.0)
     assert t3.loc["1", "gpu_minutes"] == 2
+    assert rep["gpu_utilization"].frame("table3").set_index("job_size").loc["1", "all"] == 40.0
 
 
 @pytest.fixture(scope="module")

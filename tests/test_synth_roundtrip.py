@@ -255,14 +255,13 @@ def test_large_round_trip_convergence(large: tuple[Path, Path], reference: Path)
 def test_large_round_trip_through_the_report(large: tuple[Path, Path], reference: Path) -> None:
     """The same store through ``philly-analyze report --format json`` (the report's own
     definitions), compared with the paper's CSVs where the definitions agree with the paper's
-    tables: Table 3 as the mean of per-job means (the report's ``table3_job_mean``; its
-    ``table3`` weighs jobs by GPU-minutes), Table 6's GPU-time shares (its job shares also count
-    jobs that never ran), Table 7's trial shares, Figure 9 and Figure 8."""
+    tables: Table 3 as the mean of per-job means (the report's ``table3``; its
+    ``table3_minute_weighted`` weighs jobs by GPU-minutes), Table 6 (jobs that ran), Table 7's trial shares, Figure 9 and Figure 8."""
     _, store = large
     res = CliRunner().invoke(main, ["report", "--store", str(store), "--format", "json", "-q"])
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
-    t3 = {r["job_size"]: r for r in rep["gpu_utilization"] if r["table"] == "table3_job_mean"}
+    t3 = {r["job_size"]: r for r in rep["gpu_utilization"] if r["table"] == "table3"}
     for r in _paper(reference, "table3_gpu_util_by_size_status.csv"):
         for st in ("passed", "killed", "unsuccessful", "all"):
             assert t3[r["job_size"]][st] == pytest.approx(float(r[st]), abs=3), (r["job_size"], st)
@@ -270,6 +269,8 @@ def test_large_round_trip_through_the_report(large: tuple[Path, Path], reference
     for r in _paper(reference, "table6_final_status.csv"):
         want = float(r["gpu_time_pct"])
         assert t6[r["status"]]["gpu_time_pct"] == pytest.approx(want, abs=2), r["status"]
+        got = t6[r["status"]]["jobs_pct"]
+        assert got == pytest.approx(float(r["jobs_pct"]), abs=2), r["status"]
     t7 = [r for r in rep["failures"] if r["table"] == "table7" and r["reason"] != "total"]
     total = sum(r["trials"] for r in t7)
     paper7 = _paper(reference, "table7_failures.csv")
