@@ -19,6 +19,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	rm -rf $(STORE) $(OUT)
 	$(BIN)/philly-analyze ingest sample_data --store $(STORE)
+	$(BIN)/philly-analyze report --store $(STORE) --format html -o $(OUT)/report.html --figures $(OUT)/figures
 	$(BIN)/philly-analyze replay --store $(STORE) --policy philly,muxflow --out $(OUT)/replay
 
 test: $(STAMP)
@@ -37,6 +38,11 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# sample_data/: a small synthetic history (all formats + ground truth), same bytes every run.
+sample: $(STAMP)
+	$(BIN)/philly-analyze synth --out sample_data --force --quiet --jobs 300 --machines 8 \
+		--days 2 --start 2017-11-04 --seed 7 --ganglia-step 360
 
 clean:
 	rm -rf $(VENV) $(STORE) $(OUT) build *.egg-info .pytest_cache .ruff_cache bench-out

@@ -49,3 +49,25 @@ def fits_strict(
 def fits_relaxed(free: np.ndarray, n: int) -> bool:
     """Whether ``n`` GPUs are free anywhere (no locality constraint)."""
     return int(free.sum()) >= n
+
+
+def fits_strict_headroom(
+    max_free: np.ndarray | int,
+    whole: np.ndarray | int,
+    largest: int,
+    n: np.ndarray | int,
+) -> np.ndarray:
+    """``fits_strict`` evaluated from a summary of the cluster state, vectorised over states.
+
+    ``max_free``: the most free GPUs on any one server; ``whole``: the most wholly free servers
+    of the largest size in one rack (in the whole cluster when racks are unknown); ``largest``:
+    the largest server size. For a state with that summary this returns exactly what
+    ``fits_strict(free, size, n, rack)`` returns (a test checks it), so an event sweep can keep
+    two numbers per moment instead of every server's free count."""
+    n_arr = np.asarray(n)
+    if largest <= 0:
+        return np.asarray(n_arr <= 0) & np.ones(np.shape(max_free), bool)
+    need = -(-n_arr // largest)
+    small = np.asarray(max_free) >= n_arr
+    big = np.asarray(whole) >= need
+    return np.where(n_arr <= 0, True, np.where(n_arr <= largest, small, big))

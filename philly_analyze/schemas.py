@@ -365,13 +365,23 @@ PHYSICAL_TABLES = tuple(TABLES)
 
 #: Which source wins when several describe the same job (lower = preferred). Columns of the
 #: merged ``jobs`` row are taken, one by one, from the most preferred source that has a value;
-#: attempts and placements come whole from the most preferred source that has any.
+#: attempts and placements come whole from the most preferred source that has any. For time
+#: series (gpu_util, cpu_util, ...), each machine's rows come from its most preferred source:
+#: the published trace's per-minute files before resampled Ganglia exports.
 SOURCE_PRIORITY: dict[str, int] = {
     "philly_job_log": 0,
     "yarn_rm_log": 1,
     "replay": 2,
     "job_list_csv": 3,
     "gavel_trace": 4,
+    "philly_gpu_util": 0,
+    "philly_cpu_util": 0,
+    "philly_mem_util": 0,
+    "ganglia_xml": 5,
+    "ganglia_csv": 5,
+    "ganglia_json": 5,
+    "rrdtool_xport": 6,
+    "rrdtool_dump": 6,
 }
 DEFAULT_SOURCE_PRIORITY = 9
 

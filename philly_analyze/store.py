@@ -24,6 +24,7 @@ Merging sources (several sources may describe the same job):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -55,7 +56,10 @@ def connect(database: str = ":memory:", *, read_only: bool = False) -> duckdb.Du
     wanted). Use this instead of ``duckdb.connect``."""
     con = duckdb.connect(database, read_only=read_only)
     con.execute("SET TimeZone = 'UTC'")
-    con.execute("SET enable_progress_bar = false")
+    # In Jupyter DuckDB refuses the setting unless ipywidgets is installed; the bar is then
+    # already off.
+    with contextlib.suppress(duckdb.InvalidInputException):
+        con.execute("SET enable_progress_bar = false")
     return con
 
 
@@ -471,12 +475,11 @@ def _union_sql(table: schemas.Table, files: Sequence[tuple[str, str]]) -> str:
     ranked = sorted(by_format, key=lambda f: (prio[f], f))
     for i, fmt in enumerate(ranked):
         body = _read(by_format[fmt], cols)
-        better = ranked[:i]
+        better = [p for f in ranked[:i] for p in by_format[f]]
         if better:
-            lst = ", ".join(sql_literal(f) for f in better)
+            lst = ", ".join(sql_literal(p) for p in better)
             body += (
-                " WHERE machine_id NOT IN (SELECT machine_id FROM machine_observations_all "
-                f"WHERE source IN ({lst}))"
+                f" WHERE machine_id NOT IN (SELECT DISTINCT machine_id FROM read_parquet([{lst}]))"
             )
         parts.append(body)
     return " UNION ALL ".join(parts)

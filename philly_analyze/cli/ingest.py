@@ -9,10 +9,11 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from philly_analyze.cli.ingest_output import OutcomePrinter
 from philly_analyze.cli.options import quiet_option, store_option
 from philly_analyze.errors import UserError
 from philly_analyze.ingest.formats import IngestContext, get_format, load_formats
-from philly_analyze.ingest.pipeline import IngestReport, SourceOutcome, check_report, ingest_paths
+from philly_analyze.ingest.pipeline import IngestReport, check_report, ingest_paths
 from philly_analyze.progress import stderr_console, track
 from philly_analyze.store import Store
 from philly_analyze.timeutil import DEFAULT_TIMEZONE, check_timezone
@@ -53,6 +54,9 @@ Examples:
     help="CSV (path,job_id,attempt_idx) naming the job attempt of each framework log.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@click.option(
+    "-v", "--verbose", is_flag=True, help="A line for every file (grouped formats are folded)."
+)
 @quiet_option()
 def command(
     paths: tuple[Path, ...],
@@ -62,13 +66,15 @@ def command(
     format_name: str | None,
     framework_mapping: Path | None,
     as_json: bool,
+    verbose: bool,
     quiet: bool,
 ) -> None:
     """Read traces and logs into a store (Parquet + DuckDB catalog).
 
     PATHS are files, folders (walked recursively), .gz/.bz2/.xz files or tar archives such as
     the published trace-data.tar.gz (streamed, never extracted). Formats are detected from the
-    content; each file's detected format is printed. Re-running on the same files changes
+    content and printed (files of grouped formats, such as a folder of framework logs, are
+    folded into one line per format unless --verbose). Re-running on the same files changes
     nothing; --replace re-reads them.
     """
     check_timezone(timezone)
@@ -84,30 +90,15 @@ def command(
     mapping = _read_mapping(framework_mapping) if framework_mapping else {}
     console = stderr_console()
 
-    def show(o: SourceOutcome) -> None:
-        if quiet:
-            return
-        style = {"ingested": "green", "skipped": "yellow", "unknown": "yellow", "error": "red"}[
-            o.status
-        ]
-        rows = sum(o.rows.values())
-        detail = f"{rows:,} rows" if o.status == "ingested" else o.message
-        if o.status == "ingested" and o.message:
-            detail += f" ({o.message})"
-        if o.rejected:
-            detail += f", {o.rejected:,} rejected"
-        console.print(
-            f"[{style}]{o.status:>8}[/] {o.name} [dim]({o.format or '?'})[/] {detail}",
-            highlight=False,
-            soft_wrap=True,
-        )
+    printer = OutcomePrinter(console, verbose=verbose, quiet=quiet)
 
     with Store(store_path) as store, track("reading", None, quiet=quiet) as tracker:
         ctx = IngestContext(timezone=timezone, tracker=tracker, framework_mapping=mapping)
         report = ingest_paths(
-            store, paths, ctx=ctx, replace=replace, force_format=fmt, on_outcome=show
+            store, paths, ctx=ctx, replace=replace, force_format=fmt, on_outcome=printer
         )
         counts = store.row_counts()
+    printer.flush()
     if as_json:
         click.echo(json.dumps(_summary_json(report, counts), indent=2))
     elif not quiet:

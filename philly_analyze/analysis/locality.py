@@ -1,0 +1,110 @@
+"""Table 5 and Figure 4: locality -- how many servers a job spans, and what it costs.
+
+- Table 5: per-minute GPU utilization of 16-GPU attempts by the number of servers the attempt
+  spanned (distinct machines among its placements): mean, p50, p90, p95 over every GPU-minute
+  sample (from the same join as Table 3, ``analysis.utilization``; percentiles exact to 1%).
+  Rows for 2, 4 and 8 servers carry the paper's values; other counts are listed too.
+- Queueing delay versus servers spanned: jobs by GPU bucket and by the servers their first
+  attempt spanned, with delay percentiles (minutes). Needs only placements.
+
+The shared definition of the locality constraint itself is ``philly_analyze.locality``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from philly_analyze.analysis import paper, utilization
+from philly_analyze.analysis.common import BUCKET_LABELS, Context, gpu_bucket, hist_quantiles
+from philly_analyze.analysis.result import ResultTable, Section
+
+
+def compute(ctx: Context) -> Section:
+    """Table 5 and the delay-versus-servers table."""
+    sec = Section("locality", "Locality: servers spanned (Table 5, Figure 4)")
+    if not ctx.has("placements"):
+        sec.notes.append("needs placements (which servers each attempt ran on)")
+        return sec
+    agg = utilization.aggregates(ctx)
+    if agg is None:
+        sec.notes.append("Table 5 needs per-minute GPU utilization (gpu_util); not in the store")
+    elif agg.by_servers16.empty:
+        sec.notes.append("no 16-GPU attempt with utilization samples in scope (Table 5)")
+    else:
+        sec.tables.append(_table5(agg.by_servers16, agg.attempts))
+        sec.data["servers16"] = agg.by_servers16
+    delay = ctx.df(
+        f"""WITH first AS (
+            SELECT job_id, arg_min(attempt_idx, attempt_idx) AS attempt_idx
+            FROM {ctx.attempts} WHERE start_time IS NOT NULL GROUP BY job_id),
+        srv AS (
+            SELECT p.job_id, count(DISTINCT p.machine_id) AS servers
+            FROM {ctx.placements} p JOIN first USING (job_id, attempt_idx) GROUP BY p.job_id)
+        SELECT j.job_id, j.num_gpus, srv.servers, greatest(j.queue_delay_s, 0) / 60.0 AS delay_min
+        FROM {ctx.jobs} j JOIN srv USING (job_id)
+        WHERE j.queue_delay_s IS NOT NULL ORDER BY j.job_id"""
+    )
+    if delay.empty:
+        sec.notes.append("no started job with placements and a submit time in scope")
+        return sec
+    delay["gpu_bucket"] = gpu_bucket(delay["num_gpus"].to_numpy())
+    rows = []
+    for bucket in BUCKET_LABELS:
+        db = delay[delay["gpu_bucket"] == bucket]
+        for servers, ds in db.groupby("servers", sort=True):
+            v = ds["delay_min"].to_numpy()
+            p50, p90 = np.quantile(v, [0.5, 0.9])
+            rows.append(
+                {
+                    "gpu_bucket": bucket,
+                    "servers": int(servers),
+                    "jobs": len(v),
+                    "mean_min": float(v.mean()),
+                    "p50_min": float(p50),
+                    "p90_min": float(p90),
+                }
+            )
+    sec.tables.append(
+        ResultTable(
+            "delay_by_servers",
+            "Queueing delay (minutes) by GPU demand and servers spanned by the first attempt",
+            pd.DataFrame(rows),
+            paper="Figure 4",
+            description="Servers = distinct machines among the first attempt's placements.",
+        )
+    )
+    sec.data["delay_by_servers"] = delay
+    return sec
+
+
+def _table5(h: pd.DataFrame, attempts: pd.DataFrame) -> ResultTable:
+    att16 = attempts[attempts["job_gpus"] == 16]
+    rows = []
+    for servers, hs in h.groupby("servers", sort=True):
+        n = float(hs["minutes"].sum())
+        p50, p90, p95 = hist_quantiles(
+            hs["ubin"].to_numpy(), hs["minutes"].to_numpy(), (0.5, 0.9, 0.95)
+        )
+        rows.append(
+            {
+                "servers": int(servers),
+                "attempts": int((att16["servers"] == servers).sum()),
+                "gpu_minutes": int(n),
+                "mean": float(hs["util_sum"].sum()) / n if n else None,
+                "paper_mean": paper.lookup("table5", "servers", servers, "mean"),
+                "p50": p50,
+                "paper_p50": paper.lookup("table5", "servers", servers, "p50"),
+                "p90": p90,
+                "paper_p90": paper.lookup("table5", "servers", servers, "p90"),
+                "p95": p95,
+                "paper_p95": paper.lookup("table5", "servers", servers, "p95"),
+            }
+        )
+    return ResultTable(
+        "table5",
+        "GPU utilization (%) of 16-GPU jobs by servers spanned",
+        pd.DataFrame(rows),
+        paper="Table 5",
+        description="Over every GPU-minute of 16-GPU attempts; percentiles to the nearest 1%.",
+    )

@@ -1,0 +1,63 @@
+"""Summary: what the report is computed from (counts, time span, cluster size, sources)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from philly_analyze.analysis.common import Context
+from philly_analyze.analysis.result import ResultTable, Section
+
+
+def compute(ctx: Context) -> Section:
+    """Rows of (metric, value): jobs, attempts, users, VCs, machines, GPUs, span, sources."""
+    sec = Section("summary", "Summary")
+    j = ctx.df(
+        f"""SELECT count(*) AS jobs, count(*) FILTER (WHERE num_attempts > 0) AS jobs_run,
+                   count(DISTINCT vc) AS vcs, count(DISTINCT user_id) AS users,
+                   min(submit_time) AS first_submit, max(last_end) AS last_end,
+                   sum(gpu_time_s) / 3600.0 AS gpu_hours,
+                   string_agg(DISTINCT source, ',' ORDER BY source) AS sources
+            FROM {ctx.jobs}"""
+    ).iloc[0]
+    a = ctx.df(
+        f"SELECT count(*) AS attempts, max(end_time) AS last_end, min(start_time) AS first_start "
+        f"FROM {ctx.attempts}"
+    ).iloc[0]
+    m = ctx.df(
+        "SELECT count(*) AS machines, coalesce(sum(num_gpus), 0) AS gpus FROM machines"
+    ).iloc[0]
+    shapes = ctx.df(
+        "SELECT num_gpus, count(*) AS n FROM machines GROUP BY num_gpus ORDER BY num_gpus"
+    )
+    rows: list[tuple[str, object]] = [
+        ("scope", ctx.scope.describe()),
+        ("jobs", int(j["jobs"])),
+        ("jobs that ran", int(j["jobs_run"])),
+        ("attempts", int(a["attempts"])),
+        ("virtual clusters", int(j["vcs"])),
+        ("users", int(j["users"])),
+        ("machines", int(m["machines"])),
+        ("GPUs", int(m["gpus"])),
+        (
+            "machine shapes",
+            ", ".join(
+                f"{int(r.n)} x {'?' if pd.isna(r.num_gpus) else int(r.num_gpus)} GPUs"
+                for r in shapes.itertuples()
+            ),
+        ),
+        ("first submit", j["first_submit"]),
+        ("last end", j["last_end"] if pd.notna(j["last_end"]) else a["last_end"]),
+        ("GPU hours used", float(j["gpu_hours"] or 0.0)),
+        ("job sources", j["sources"]),
+    ]
+    if pd.notna(j["first_submit"]) and pd.notna(j["last_end"]):
+        rows.append(("span (days)", (j["last_end"] - j["first_submit"]).total_seconds() / 86400))
+    for table, n in sorted(ctx.store.row_counts().items()):
+        if n and table not in ("jobs", "attempts", "machines"):
+            rows.append((f"rows in store: {table}", int(n)))
+    frame = pd.DataFrame(rows, columns=["metric", "value"])
+    frame["value"] = frame["value"].astype(object)
+    sec.tables.append(ResultTable("summary", "What the report is computed from", frame))
+    if int(j["jobs"]) == 0:
+        sec.notes.append("no jobs in scope")
+    return sec

@@ -1,0 +1,126 @@
+"""How ``ingest`` reports each source on stderr.
+
+Every file gets a line saying what it was taken to be, except that, unless ``--verbose``,
+a group of more than ``FOLD_ABOVE`` files of one grouped format (a folder of framework logs,
+Ganglia exports) or skipped / not recognised for the same reason is folded into one line, so a
+folder of thousands of logs prints a handful of lines. Errors always get their own line.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from rich.console import Console
+
+from philly_analyze.ingest.formats import get_format
+from philly_analyze.ingest.pipeline import SourceOutcome
+
+STYLE = {"ingested": "green", "skipped": "yellow", "unknown": "yellow", "error": "red"}
+EXAMPLES = 2
+FOLD_ABOVE = 10
+
+
+def short(name: str) -> str:
+    """A path relative to the working directory when it is below it (archive members too)."""
+    path, bang, member = name.partition("!")
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return name
+    shown = rel if not rel.startswith("..") else path
+    return shown + bang + member
+
+
+def _grouped(fmt: str | None) -> bool:
+    if fmt is None:
+        return False
+    try:
+        return get_format(fmt).grouped
+    except KeyError:
+        return False
+
+
+@dataclass
+class _Group:
+    status: str
+    fmt: str | None
+    reason: str
+    names: list[str] = field(default_factory=list)
+    outcomes: list[SourceOutcome] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    rejected: int = 0
+
+
+class OutcomePrinter:
+    """Receives outcomes as they happen (``__call__``) and prints the folded groups at the end."""
+
+    def __init__(self, console: Console, *, verbose: bool, quiet: bool):
+        self.console = console
+        self.verbose = verbose
+        self.quiet = quiet
+        self.groups: dict[tuple[str, str | None, str], _Group] = {}
+
+    def __call__(self, o: SourceOutcome) -> None:
+        if self.quiet:
+            return
+        assembled = o.name.startswith("(")
+        if self.verbose and not assembled:
+            self._line(o.status, short(o.name), o.format, self._detail(o))
+            return
+        if o.status == "error" or not (
+            assembled or _grouped(o.format) or o.status in ("skipped", "unknown")
+        ):
+            self._line(o.status, short(o.name), o.format, self._detail(o))
+            return
+        reason = "" if o.status == "ingested" else o.message
+        status = "ingested" if assembled else o.status
+        g = self.groups.setdefault((status, o.format, reason), _Group(status, o.format, reason))
+        if not assembled:
+            g.names.append(short(o.name))
+            g.outcomes.append(o)
+        for t, n in o.rows.items():
+            g.rows[t] = g.rows.get(t, 0) + n
+        g.rejected += o.rejected
+
+    def flush(self) -> None:
+        """Print the folded groups (call once, after the last outcome)."""
+        for g in self.groups.values():
+            if not g.names and not g.rows:
+                continue
+            if len(g.names) <= FOLD_ABOVE:
+                for o in g.outcomes:
+                    self._line(o.status, short(o.name), o.format, self._detail(o))
+                if g.status == "ingested" and any(g.rows.values()):
+                    rows = ", ".join(f"{t} {n:,}" for t, n in g.rows.items() if n)
+                    n = len(g.names)
+                    self._line(
+                        "ingested", None, g.fmt, f"assembled from {n} file{'s' * (n != 1)}: {rows}"
+                    )
+                continue
+            files = f"{len(g.names):,} file{'s' * (len(g.names) != 1)}"
+            sample = ", ".join(g.names[:EXAMPLES]) + (", ..." if len(g.names) > EXAMPLES else "")
+            if g.status == "ingested":
+                rows = ", ".join(f"{t} {n:,}" for t, n in g.rows.items() if n) or "0 rows"
+                detail = f"{files} ({sample}): {rows}"
+                if g.rejected:
+                    detail += f", {g.rejected:,} rejected"
+            else:
+                detail = f"{files} ({sample}): {g.reason}"
+            self._line(g.status, None, g.fmt, detail)
+        self.groups.clear()
+
+    def _detail(self, o: SourceOutcome) -> str:
+        rows = sum(o.rows.values())
+        detail = f"{rows:,} rows" if o.status == "ingested" else o.message
+        if o.status == "ingested" and o.message:
+            detail += f" ({o.message})"
+        if o.rejected:
+            detail += f", {o.rejected:,} rejected"
+        return detail
+
+    def _line(self, status: str, name: str | None, fmt: str | None, detail: str) -> None:
+        what = f"{name} [dim]({fmt or '?'})[/]" if name else f"[dim]{fmt}:[/]" if fmt else ""
+        self.console.print(
+            f"[{STYLE[status]}]{status:>8}[/] {what} {detail}", highlight=False, soft_wrap=True
+        )

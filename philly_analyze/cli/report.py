@@ -1,0 +1,168 @@
+"""``philly-analyze report``: thin wrapper over ``philly_analyze.analysis.run`` and
+``philly_analyze.report.render``."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from philly_analyze.cli.options import quiet_option, store_option
+
+SECTION_NAMES = (
+    "summary",
+    "status",
+    "queueing",
+    "gpu_utilization",
+    "locality",
+    "host_resources",
+    "failures",
+    "retries",
+    "convergence",
+)
+
+
+def _parse_time(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not an ISO date or time (e.g. 2017-10-01 or 2017-10-01T08:00)"
+        ) from None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t
+
+
+@click.command(
+    "report",
+    epilog="""\b
+Formats: table (rich tables; the default on a terminal), md (the default when stdout is
+not a terminal: plain text that pipes into files, less and grep), html (one self-contained
+file, figures inlined), json (one object with the contract keys, for scripts and jq).
+With -o PATH and no --format, the format follows the suffix (.html, .json, .md, .txt).
+
+\b
+Sections: summary, status, queueing, gpu_utilization, locality, host_resources,
+failures, retries, convergence.
+
+\b
+Examples:
+  philly-analyze report --store philly-store
+  philly-analyze report --format html -o report.html --figures figures/
+  philly-analyze report --format json --section queueing --vc-quotas quotas.csv | jq .queueing
+  philly-analyze report --vc ee9e8c --since 2017-10-01 --until 2017-11-01
+""",
+)
+@store_option("Store to report on.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "md", "html", "json"]),
+    default=None,
+    help="Output format (default: table on a terminal, md otherwise, or from -o's suffix).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report to PATH instead of stdout.",
+)
+@click.option(
+    "--figures",
+    "figures_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also write every figure as PNG and SVG into DIR.",
+)
+@click.option(
+    "--section",
+    "sections",
+    multiple=True,
+    type=click.Choice([*SECTION_NAMES, "utilization", "host"]),
+    help="Compute only this section (repeatable).",
+)
+@click.option("--vc", "vcs", multiple=True, help="Only jobs of this virtual cluster (repeatable).")
+@click.option(
+    "--since",
+    callback=_parse_time,
+    help="Only jobs submitted at or after this time (ISO; UTC unless an offset is given).",
+)
+@click.option("--until", callback=_parse_time, help="Only jobs submitted before this time.")
+@click.option(
+    "--vc-quotas",
+    "--quotas",
+    "vc_quotas",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="CSV (vc,gpus) or JSON {vc: gpus} of VC quotas; default: inferred from GPU-time shares.",
+)
+@quiet_option()
+def command(
+    store_path: str,
+    fmt: str | None,
+    output: Path | None,
+    figures_dir: Path | None,
+    sections: tuple[str, ...],
+    vcs: tuple[str, ...],
+    since: datetime | None,
+    until: datetime | None,
+    vc_quotas: Path | None,
+    quiet: bool,
+) -> None:
+    """Compute the ATC'19 paper's analyses on a store and print them beside the paper's
+    numbers: final status (Table 6), queueing delay and its causes (Table 2, Figure 3), GPU
+    utilization (Table 3, Figures 5-6), locality (Table 5, Figure 4), host resources
+    (Figure 7), failures (Table 7), retries (Figure 9) and convergence (Figure 8).
+
+    Works on any store: ingested traces and logs, or a replay's output. Sections whose inputs
+    are missing say so instead of failing.
+    """
+    from philly_analyze.analysis import Scope, run
+    from philly_analyze.progress import stderr_console, wants_progress
+    from philly_analyze.report import SUFFIX_FORMATS, render
+    from philly_analyze.store import open_store
+
+    if fmt is None:
+        if output is not None:
+            fmt = SUFFIX_FORMATS.get(output.suffix.lower(), "md")
+        else:
+            fmt = "table" if sys.stdout.isatty() else "md"
+    if since is not None and until is not None and since >= until:
+        raise click.BadParameter("--since must be before --until", param_hint="--since")
+    console = stderr_console()
+    scope = Scope(tuple(vcs), since, until)
+    with open_store(store_path, read_only=True) as store:
+        if wants_progress(quiet):
+            with console.status("computing") as status:
+                report = run(
+                    store,
+                    sections or None,
+                    scope,
+                    vc_quotas,
+                    on_section=lambda s: status.update(f"computing {s}"),
+                )
+        else:
+            report = run(store, sections or None, scope, vc_quotas)
+        if fmt == "table" and output is None and sys.stdout.isatty():
+            from rich.console import Console
+
+            from philly_analyze.report import terminal
+
+            if figures_dir is not None:
+                from philly_analyze.report import figures
+
+                figures.write(report, figures_dir)
+            terminal.print_report(report, Console())
+        else:
+            doc = render(report, fmt, figures_dir=figures_dir, output=output)
+            if output is not None:
+                output.parent.mkdir(parents=True, exist_ok=True)
+                output.write_text(doc, encoding="utf-8")
+            else:
+                click.echo(doc, nl=False)
+    if not quiet:
+        secs = sum(s.seconds for s in report.sections.values())
+        where = f" -> {output}" if output is not None else ""
+        figs = f", figures in {figures_dir}" if figures_dir is not None else ""
+        console.print(f"report ({fmt}) in {secs:.1f} s{where}{figs}", highlight=False)

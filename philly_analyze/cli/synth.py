@@ -1,0 +1,183 @@
+"""``philly-analyze synth``: thin wrapper over ``philly_analyze.synth.run``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from philly_analyze.cli.options import quiet_option
+from philly_analyze.errors import UserError
+from philly_analyze.progress import stderr_console
+from philly_analyze.timeutil import DEFAULT_TIMEZONE, check_timezone
+
+
+def _formats(value: str) -> tuple[str, ...]:
+    from philly_analyze.synth.run import FORMATS
+
+    names = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    bad = [n for n in names if n not in FORMATS]
+    if bad or not names:
+        raise click.BadParameter(
+            f"unknown format {', '.join(bad) or '(none)'}; choose from {','.join(FORMATS)}",
+            param_hint="--formats",
+        )
+    return names
+
+
+def _date(value: str) -> str:
+    import datetime as dt
+
+    try:
+        return dt.date.fromisoformat(value).isoformat()
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a date like 2017-10-03", param_hint="--start"
+        ) from None
+
+
+@click.command(
+    "synth",
+    epilog="""\b
+Examples:
+  philly-analyze synth --out synth-out --jobs 2000 --machines 64 --days 7
+  philly-analyze synth --out big --jobs 117325 --machines 552 --days 75 --formats philly
+  philly-analyze synth --out s --jobs 300 --machines 8 --days 2 --start 2017-11-04 --seed 7
+  philly-analyze ingest synth-out --store synth-store
+""",
+)
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder to write (created if missing).",
+)
+@click.option(
+    "--jobs", default=2000, show_default=True, type=click.IntRange(1), help="Jobs submitted."
+)
+@click.option(
+    "--machines",
+    default=552,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Servers, in Philly's 2-GPU / 8-GPU proportion (552 = Philly's 321 + 231).",
+)
+@click.option(
+    "--days",
+    default=7.0,
+    show_default=True,
+    type=click.FloatRange(min=0.05),
+    help="Length of the simulated window.",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Same seed, same bytes.")
+@click.option(
+    "--formats",
+    "formats",
+    default="philly,yarn,framework,ganglia",
+    show_default=True,
+    help="Comma-separated outputs: philly (the five published-trace files), yarn (RM logs), "
+    "framework (per-attempt logs), ganglia (metric exports). Ground truth is always written.",
+)
+@click.option(
+    "--start",
+    callback=lambda _ctx, _param, v: _date(v),
+    default="2017-10-03",
+    show_default=True,
+    help="First day (local midnight in --timezone).",
+)
+@click.option(
+    "--timezone",
+    default=DEFAULT_TIMEZONE,
+    show_default=True,
+    help="IANA zone of the cluster's wall-clock times.",
+)
+@click.option(
+    "--ganglia-step",
+    type=click.IntRange(60),
+    default=None,
+    help="Seconds per Ganglia row (multiple of 60); default: the finest of Ganglia's RRA "
+    "steps (60, 360, 2520, 10080) that keeps the export small.",
+)
+@click.option(
+    "--scheduler",
+    type=click.Choice(["philly", "builtin"]),
+    default="philly",
+    show_default=True,
+    help="philly: the replay engine's philly policy (philly_analyze.sim); builtin: the "
+    "synthesizer's compact scheduler (which also models users giving up on queued jobs).",
+)
+@click.option(
+    "--workers",
+    default=2,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Processes formatting the per-minute files (output is identical for any value).",
+)
+@click.option("--force", is_flag=True, help="Replace earlier synthesizer outputs in --out.")
+@quiet_option()
+def command(
+    out: Path,
+    jobs: int,
+    machines: int,
+    days: float,
+    seed: int,
+    formats: str,
+    start: str,
+    timezone: str,
+    ganglia_step: int | None,
+    scheduler: str,
+    workers: int,
+    force: bool,
+    quiet: bool,
+) -> None:
+    """Write a synthetic cluster history in every input format, with its ground truth.
+
+    One consistent history (jobs, attempts, placements, utilization, losses) scheduled on a
+    Philly-shaped cluster and calibrated to the ATC'19 paper's tables, written as the published
+    trace's five files, YARN ResourceManager logs, per-attempt framework logs and Ganglia
+    exports, plus OUT/ground_truth/ (true statuses, failure reasons, waiting causes, losses).
+    A summary goes to stdout.
+    """
+    from philly_analyze.synth.run import SynthConfig, prepare_out, synthesize
+
+    check_timezone(timezone)
+    names = _formats(formats)
+    if ganglia_step is not None and ganglia_step % 60:
+        raise click.BadParameter("must be a multiple of 60", param_hint="--ganglia-step")
+    try:
+        prepare_out(out, force)
+    except FileExistsError as e:
+        raise UserError(str(e)) from None
+    console = stderr_console()
+
+    def say(msg: str) -> None:
+        if not quiet:
+            console.print(f"[dim]synth:[/] {msg}", highlight=False)
+
+    config = SynthConfig(
+        jobs=jobs,
+        machines=machines,
+        days=days,
+        seed=seed,
+        formats=names,
+        start=start,
+        timezone=timezone,
+        workers=workers,
+        ganglia_step=ganglia_step,
+        scheduler=scheduler,
+    )
+    try:
+        res = synthesize(out, config, say)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    s = res.summary
+    click.echo(
+        f"wrote {out}: {s['jobs']:,} jobs, {s['attempts_started']:,} attempts on "
+        f"{s['cluster']['machines']} machines ({s['cluster']['gpus']:,} GPUs), "
+        f"{days:g} days from {start}; {res.bytes_written / 1e6:,.1f} MB in "
+        f"{sum(len(v) for v in res.files.values()):,} files, {res.seconds:.1f} s"
+    )
+    for fmt, files in res.files.items():
+        size = sum(p.stat().st_size for p in files)
+        click.echo(f"  {fmt:<13} {len(files):>7,} files {size / 1e6:>10,.1f} MB")

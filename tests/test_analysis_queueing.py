@@ -1,0 +1,310 @@
+"""Queueing delay and its decomposition on stores whose answer is worked out by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from philly_analyze.analysis import run
+from philly_analyze.analysis.common import Context, Scope
+from philly_analyze.analysis.queueing import decompose, decompose_store
+from philly_analyze.locality import fits_strict, fits_strict_headroom
+from philly_analyze.store import Store
+from tests.analysis_stores import Att, Job, write_store
+
+E8 = list(range(8))
+QUOTAS = {"a": 8, "b": 24, "c": 1}
+
+
+def _scenario(path: Path) -> Path:
+    """Machines m0, m1, m2 (8 GPUs), s0, s1 (2 GPUs); times in minutes.
+
+    Background (no wait): ja1 a/8 GPUs m0 [0,60); jb1 b/4 m1 [0,30); jb2 b/2 s0 [0,90);
+    jc1 c/1 m2 [0,40).
+    Waiting jobs (quotas a=8, b=24, c=1):
+    - jwa a/2 GPUs, submit 10, runs m0 [60,70): a holds 8 the whole wait, 8+2 > 8 -> 50 min
+      fair-share (a placement was free on m2 all along: quota decides).
+    - jwb b/16 GPUs, submit 20, runs m1+m2 [45,80): b holds 6 then 2, +16 <= 24 -> quota
+      left. Two wholly free 8-GPU servers? [20,30): none (m0 full, m1 4 busy, m2 1 busy);
+      [30,40): m1 only; [40,45): m1 and m2 -> fits. So 20 min fragmentation + 5 min other.
+    - jcc c/8 GPUs, submit 0, runs m0 [70,100): c's quota is 1 < 8, so every minute is
+      fair-share (70 min), including [0,30) and [45,70) where no 8-GPU server was free
+      either: when both hold, fair-share wins.
+    - jo b/1 GPU, submit 50, runs s1 [55,56): b holds 18, +1 <= 24; s1 free -> 5 min other.
+    - jr b/1 GPU: attempt 0 s1 [0,10) failed, attempt 1 s1 [25,35): retry wait [10,25) with
+      b at 6 (+1 <= 24) and s1 free -> 15 min other; first start 0 = submit (no delay).
+    """
+    jobs = [
+        Job("ja1", "a", "u1", "passed", 0, [Att(0, 60, "passed", {"m0": E8})]),
+        Job("jb1", "b", "u2", "passed", 0, [Att(0, 30, "passed", {"m1": [0, 1, 2, 3]})]),
+        Job("jb2", "b", "u2", "passed", 0, [Att(0, 90, "passed", {"s0": [0, 1]})]),
+        Job("jc1", "c", "u3", "killed", 0, [Att(0, 40, "killed", {"m2": [0]})]),
+        Job("jwa", "a", "u1", "passed", 10, [Att(60, 70, "passed", {"m0": [0, 1]})]),
+        Job("jwb", "b", "u2", "passed", 20, [Att(45, 80, "passed", {"m1": E8, "m2": E8})]),
+        Job("jcc", "c", "u3", "passed", 0, [Att(70, 100, "passed", {"m0": E8})]),
+        Job("jo", "b", "u4", "passed", 50, [Att(55, 56, "passed", {"s1": [0]})]),
+        Job(
+            "jr",
+            "b",
+            "u4",
+            "passed",
+            0,
+            [Att(0, 10, "failed", {"s1": [1]}), Att(25, 35, "passed", {"s1": [1]})],
+        ),
+    ]
+    machines = {"m0": 8, "m1": 8, "m2": 8, "s0": 2, "s1": 2}
+    return write_store(path, machines=machines, jobs=jobs)
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _scenario(tmp_path_factory.mktemp("q") / "store")
+
+
+def test_decomposition_by_hand(scenario: Path) -> None:
+    with Store(scenario, read_only=True) as s:
+        per = decompose_store(s, QUOTAS).set_index("job_id")
+    expect = {  # fair_share_s, fragmentation_s, other_s, cause
+        "jwa": (50 * 60, 0, 0, "fair_share"),
+        "jwb": (0, 20 * 60, 5 * 60, "fragmentation"),
+        "jcc": (70 * 60, 0, 0, "fair_share"),
+        "jo": (0, 0, 5 * 60, "other"),
+        "jr": (0, 0, 15 * 60, "other"),
+        "ja1": (0, 0, 0, "none"),
+    }
+    for job, (fair, frag, other, cause) in expect.items():
+        row = per.loc[job]
+        assert row["fair_share_s"] == pytest.approx(fair), job
+        assert row["fragmentation_s"] == pytest.approx(frag), job
+        assert row["other_s"] == pytest.approx(other), job
+        assert row["cause"] == cause, job
+    # jr waited only for its retry: 0 before the first start, 15 min after the failure.
+    assert per.loc["jr", "queue_delay_s"] == 0
+    assert per.loc["jr", "retry_wait_s"] == pytest.approx(900)
+    assert per.loc["jwb", "gpu_bucket"] == ">8"
+    # Two-way reading (other counts as fragmentation): jo and jr become fragmentation.
+    assert per.loc["jo", "cause_two_way"] == "fragmentation"
+    assert per.loc["jwa", "cause_two_way"] == "fair_share"
+    assert per.loc["ja1", "cause_two_way"] == "none"
+    assert len(per) == 9  # every started job, joinable on job_id
+
+
+def test_table2_counts(scenario: Path) -> None:
+    with Store(scenario, read_only=True) as s:
+        rep = run(s, ["queueing"], vc_quotas=QUOTAS)
+    t2 = rep["queueing"].frame("table2").set_index("delay_type")
+    # fair-share: jwa (2-4), jcc (5-8); fragmentation: jwb (>8); other: jo, jr (1 GPU).
+    assert t2.loc["fair_share", ["gpus_1", "gpus_2_4", "gpus_5_8", "gpus_gt8"]].tolist() == [
+        0,
+        1,
+        1,
+        0,
+    ]
+    assert t2.loc["fragmentation", ["gpus_1", "gpus_2_4", "gpus_5_8", "gpus_gt8"]].tolist() == [
+        0,
+        0,
+        0,
+        1,
+    ]
+    assert t2.loc["other", "gpus_1"] == 2
+    assert t2.loc["fair_share", "paper_gpus_2_4"] == 5168  # the paper's count beside ours
+    secs = rep["queueing"].frame("wait_seconds").set_index("gpu_bucket")
+    # All waiting: 50 + 25 + 70 + 5 + 15 = 165 min; fair-share 120 min = 72.73%.
+    assert secs.loc["all", "wait_hours"] == pytest.approx(165 / 60)
+    assert secs.loc["all", "fair_share_pct"] == pytest.approx(100 * 120 / 165)
+    assert secs.loc["all", "fragmentation_pct"] == pytest.approx(100 * 20 / 165)
+
+
+def test_delay_percentiles_keep_zero_delays(scenario: Path) -> None:
+    with Store(scenario, read_only=True) as s:
+        rep = run(s, ["queueing"], vc_quotas=QUOTAS)
+    d = rep["queueing"].frame("delay_by_vc").set_index(["vc", "gpu_bucket"])
+    # VC b jobs' first-start delays (minutes): jb1 0, jb2 0, jwb 25, jo 5, jr 0.
+    row = d.loc[("b", "all")]
+    assert row["jobs"] == 5 and row["waiting_jobs"] == 2
+    assert row["mean_min"] == pytest.approx(6.0)
+    assert row["p50_min"] == pytest.approx(0.0)  # sorted 0,0,0,5,25: median 0
+    # numpy linear p90: position 0.9 * 4 = 3.6 -> 5 + 0.6 * (25 - 5) = 17
+    assert row["p90_min"] == pytest.approx(17.0)
+    att = rep["queueing"].frame("delay_by_attempt").set_index(["wait", "gpu_bucket"])
+    assert att.loc[("retry", "all"), "attempts"] == 1
+    assert att.loc[("retry", "all"), "mean_min"] == pytest.approx(15.0)
+
+
+def test_scope_keeps_whole_cluster_state(scenario: Path) -> None:
+    """--vc b reports only b's jobs, but a's and c's jobs still occupy the cluster."""
+    with Store(scenario, read_only=True) as s:
+        per = decompose_store(s, QUOTAS, Scope(vcs=("b",))).set_index("job_id")
+    assert set(per.index) == {"jb1", "jb2", "jwb", "jo", "jr"}
+    assert per.loc["jwb", "fragmentation_s"] == pytest.approx(1200)
+    assert per.loc["jwb", "other_s"] == pytest.approx(300)
+
+
+def test_missing_quota_is_zero_and_noted(scenario: Path) -> None:
+    with Store(scenario, read_only=True) as s:
+        rep = run(s, ["queueing"], vc_quotas={"a": 8, "b": 24})
+        per = decompose_store(s, {"a": 8, "b": 24}).set_index("job_id")
+    assert any("without a quota" in n and "c" in n for n in rep["queueing"].notes)
+    assert per.loc["jcc", "cause"] == "fair_share"
+
+
+def test_quota_file_and_inferred(scenario: Path, tmp_path: Path) -> None:
+    qf = tmp_path / "q.csv"
+    qf.write_text("vc,gpus\na,8\nb,24\nc,1\n")
+    with Store(scenario, read_only=True) as s:
+        from_file = decompose_store(s, str(qf))
+        inferred = run(s, ["queueing"])
+    assert from_file.set_index("job_id").loc["jwb", "cause"] == "fragmentation"
+    assert any("inferred" in n for n in inferred["queueing"].notes)
+
+
+def test_racks_make_fragmentation(tmp_path: Path) -> None:
+    """Two wholly free 8-GPU servers in different racks do not fit a 16-GPU job when racks
+    are known (fragmentation 10 min); with racks unknown they do (other 10 min)."""
+    jobs = [Job("j16", "x", "u", "passed", 0, [Att(10, 20, "passed", {"r1": E8, "r2": E8})])]
+    for racks, kind in (({"r1": "A", "r2": "B"}, "fragmentation"), (None, "other")):
+        p = write_store(tmp_path / f"s{kind}", machines={"r1": 8, "r2": 8}, jobs=jobs, racks=racks)
+        with Store(p, read_only=True) as s:
+            row = decompose_store(s, {"x": 100}).set_index("job_id").loc["j16"]
+        assert row[f"{kind}_s"] == pytest.approx(600)
+        assert row["cause"] == kind
+
+
+def test_fits_strict_headroom_matches_fits_strict() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(400):
+        m = int(rng.integers(1, 7))
+        size = rng.choice([2, 4, 8], m)
+        free = np.array([int(rng.integers(0, s + 1)) for s in size])
+        rack = rng.integers(0, 3, m) if rng.random() < 0.5 else None
+        largest = int(size.max())
+        whole = (free == size) & (size == largest)
+        best = (
+            int(whole.sum())
+            if rack is None
+            else int(np.bincount(rack[whole], minlength=3).max(initial=0))
+        )
+        for n in range(0, 33):
+            assert bool(fits_strict_headroom(free.max(), best, largest, n)) == fits_strict(
+                free, size, n, rack
+            ), (free, size, rack, n)
+
+
+# ----------------------------------------------------------------- brute force comparison
+@st.composite
+def workloads(draw: st.DrawFn) -> tuple[dict[str, int], dict[str, str] | None, list[Job], dict]:
+    sizes = draw(st.lists(st.sampled_from([2, 8]), min_size=1, max_size=4))
+    machines = {f"m{i}": s for i, s in enumerate(sizes)}
+    racks = (
+        {m: draw(st.sampled_from(["A", "B"])) for m in machines} if draw(st.booleans()) else None
+    )
+    jobs = []
+    for k in range(draw(st.integers(1, 8))):
+        vc = draw(st.sampled_from(["a", "b"]))
+        submit = draw(st.integers(0, 30))
+        atts = []
+        t0 = submit
+        for _ in range(draw(st.integers(1, 2))):
+            start = t0 + draw(st.integers(0, 20))
+            end = start + draw(st.integers(1, 25))
+            gpus: dict[str, list[int]] = {}
+            for m in draw(st.lists(st.sampled_from(list(machines)), min_size=1, max_size=2)):
+                gpus[m] = list(range(draw(st.integers(1, machines[m]))))
+            atts.append(Att(start, end, "failed", gpus))
+            t0 = end
+        jobs.append(Job(f"j{k}", vc, "u", "passed", submit, atts))
+    quotas = {"a": draw(st.integers(0, 12)), "b": draw(st.integers(0, 12))}
+    return machines, racks, jobs, quotas
+
+
+def _brute(machines, racks, jobs, quotas) -> dict[str, tuple[float, float, float]]:
+    """Minute by minute: rebuild free GPUs and VC usage, classify each waiting minute."""
+    names = list(machines)
+    size = np.array([machines[m] for m in names])
+    rack = None
+    if racks:
+        codes = {r: i for i, r in enumerate(sorted(set(racks.values())))}
+        rack = np.array([codes[racks[m]] for m in names])
+    runs = [(j.vc, a) for j in jobs for a in j.attempts]
+    out = {}
+    for j in jobs:
+        tot = [0.0, 0.0, 0.0]
+        prev = j.submit
+        for a in j.attempts:
+            n = sum(len(g) for g in a.gpus.values())
+            for minute in range(int(prev), int(a.start)):
+                busy = np.zeros(len(names), int)
+                used = 0
+                for vc, r in runs:
+                    if r.start <= minute < r.end:
+                        for m, g in r.gpus.items():
+                            busy[names.index(m)] += len(g)
+                        if vc == j.vc:
+                            used += sum(len(g) for g in r.gpus.values())
+                free = np.clip(size - busy, 0, size)
+                if used + n > quotas[j.vc]:
+                    tot[0] += 60
+                elif not fits_strict(free, size, n, rack):
+                    tot[1] += 60
+                else:
+                    tot[2] += 60
+            prev = a.end
+        out[j.job_id] = tuple(tot)
+    return out
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(w=workloads())
+def test_sweep_matches_brute_force(tmp_path_factory: pytest.TempPathFactory, w) -> None:
+    machines, racks, jobs, quotas = w
+    path = write_store(
+        tmp_path_factory.mktemp("h") / "s", machines=machines, jobs=jobs, racks=racks
+    )
+    with Store(path, read_only=True) as s, Context(s, vc_quotas=quotas) as ctx:
+        per = decompose(ctx).set_index("job_id")
+    for job_id, (fair, frag, other) in _brute(machines, racks, jobs, quotas).items():
+        row = per.loc[job_id]
+        assert (row["fair_share_s"], row["fragmentation_s"], row["other_s"]) == pytest.approx(
+            (fair, frag, other)
+        ), job_id
+
+
+def test_job_ended_in_queue_counts_with_scheduler_log(tmp_path: Path) -> None:
+    """q1 (a/4 GPUs) is submitted at 10 and killed in the queue at 40 (the RM log's KILLED
+    transition); b1 holds all of m0 [0,60). Quota a=100 is not the limit; no server has 4
+    free GPUs -> 30 min fragmentation. It counts in Table 2, not in the delay percentiles."""
+    import pyarrow as pa
+
+    from tests.analysis_stores import t
+
+    jobs = [
+        Job("b1", "a", "u", "passed", 0, [Att(0, 60, "passed", {"m0": E8})]),
+        Job("q1", "a", "u", "killed", 10, [], num_gpus=4),
+    ]
+    ev = {
+        "time": pa.array([t(10), t(40)], pa.timestamp("us", tz="UTC")),
+        "job_id": ["q1", "q1"],
+        "entity": ["app", "app"],
+        "from_state": ["NEW", "ACCEPTED"],
+        "to_state": ["SUBMITTED", "KILLED"],
+    }
+    p = write_store(tmp_path / "s", machines={"m0": 8}, jobs=jobs, extra={"scheduler_events": ev})
+    with Store(p, read_only=True) as s:
+        per = decompose_store(s, {"a": 100}).set_index("job_id")
+        rep = run(s, ["queueing"], vc_quotas={"a": 100})
+    q = per.loc["q1"]
+    assert not q["started"] and q["wait_s"] == pytest.approx(1800)
+    assert q["fragmentation_s"] == pytest.approx(1800) and q["cause"] == "fragmentation"
+    t2 = rep["queueing"].frame("table2").set_index("delay_type")
+    assert t2.loc["fragmentation", "gpus_2_4"] == 1
+    d = rep["queueing"].frame("delay_by_vc").set_index(["vc", "gpu_bucket"])
+    assert d.loc[("all", "all"), "jobs"] == 1  # only b1 started
+    att = rep["queueing"].frame("delay_by_attempt").set_index(["wait", "gpu_bucket"])
+    assert att.loc[("unstarted", "all"), "mean_min"] == pytest.approx(30)
+    assert any("1 of them have an end in the scheduler log" in n for n in rep["queueing"].notes)

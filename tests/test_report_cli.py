@@ -1,0 +1,214 @@
+"""`philly-analyze report` end to end: formats, contract keys, filters, escaping, figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+
+from philly_analyze.analysis import CONTRACT_KEYS
+from philly_analyze.cli import main
+from tests.analysis_stores import Att, Job, minutes_util, write_store
+
+EVIL_JOB = "application_1_<script>alert('job')</script>"
+EVIL_VC = "<img src=x onerror=alert(1)>|vc"
+EVIL_LINE = "Traceback <script>alert('log')</script> & | done"
+
+
+def _jobs() -> list[Job]:
+    g8 = list(range(8))
+    return [
+        Job("j1", "a", "u1", "passed", 0, [Att(0, 30, "passed", {"m0": g8})]),
+        Job("j2", "a", "u1", "passed", 5, [Att(30, 40, "passed", {"m0": [0, 1]})]),
+        Job("j3", "b", "u2", "killed", 10, [Att(10, 50, "killed", {"s0": [0]})]),
+        Job(
+            EVIL_JOB,
+            EVIL_VC,
+            "u3",
+            "unsuccessful",
+            20,
+            [Att(20, 25, "failed", {"s0": [1]}), Att(26, 28, "failed", {"s0": [1]})],
+        ),
+    ]
+
+
+@pytest.fixture(scope="module")
+def full_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    util = minutes_util([(m, "m0", g, 40.0 + g) for m in range(40) for g in range(8)])
+    fails = pa.Table.from_pylist(
+        [
+            {
+                "job_id": EVIL_JOB,
+                "attempt_idx": i,
+                "reason": "Syntax error",
+                "categories": "IF,U",
+                "line_no": 3,
+                "message": EVIL_LINE,
+            }
+            for i in (0, 1)
+        ]
+    )
+    epochs = pa.Table.from_pylist(
+        [
+            {"job_id": "j1", "attempt_idx": 0, "epoch": i, "unit": "epoch", "loss": 3.0 - i}
+            for i in range(3)
+        ]
+    )
+    return write_store(
+        tmp_path_factory.mktemp("r") / "store",
+        machines={"m0": 8, "s0": 2},
+        jobs=_jobs(),
+        extra={"gpu_util": util, "failures": fails, "epochs": epochs},
+    )
+
+
+def invoke(*args: str) -> object:
+    return CliRunner().invoke(main, ["report", *args], catch_exceptions=False)
+
+
+def test_json_contract_keys(full_store: Path) -> None:
+    r = invoke("--store", str(full_store), "--format", "json", "-q")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    for key in CONTRACT_KEYS:
+        assert isinstance(doc[key], list), key
+        assert all(isinstance(row, dict) and "table" in row for row in doc[key])
+    assert isinstance(doc["notes"], str)
+    assert doc["status"] and doc["queueing"] and doc["gpu_utilization"] and doc["failures"]
+    t6 = {row["status"]: row for row in doc["status"] if row["table"] == "table6"}
+    assert t6["passed"]["jobs"] == 2 and t6["passed"]["paper_jobs"] == 66696
+    assert "host_resources" in doc  # extra key: no cpu/mem data -> empty list + note
+    assert doc["host_resources"] == [] and "host_resources" in doc["notes"]
+
+
+def test_missing_inputs_are_notes_not_crashes(tmp_path: Path) -> None:
+    p = write_store(tmp_path / "s", jobs=[Job("x", "a", "u", "killed", 0, [], num_gpus=1)])
+    r = invoke("--store", str(p), "--format", "json", "-q")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    for key in ("gpu_utilization", "locality", "failures", "convergence"):
+        assert doc[key] == [], key
+        assert doc["section_notes"][key], key
+    assert "failures table" in doc["notes"]
+
+
+def test_empty_store_every_format(tmp_path: Path) -> None:
+    p = write_store(tmp_path / "empty", machines={"m0": 8})
+    for fmt in ("json", "md", "html", "table"):
+        r = invoke("--store", str(p), "--format", fmt, "-q")
+        assert r.exit_code == 0, (fmt, r.output)
+    assert json.loads(invoke("--store", str(p), "--format", "json", "-q").output)["summary"]
+
+
+def test_html_escapes_log_content(full_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    r = invoke("--store", str(full_store), "-o", str(out), "-q")
+    assert r.exit_code == 0, r.output
+    doc = out.read_text()
+    assert doc.startswith("<!DOCTYPE html>")
+    assert "<script" not in doc and "<img src=x" not in doc
+    assert "&lt;script&gt;alert(&#x27;log&#x27;)&lt;/script&gt;" in doc  # the failure line
+    assert "&lt;img src=x onerror=alert(1)&gt;|vc" in doc  # the VC name
+    assert 'src="data:image/png;base64,' in doc  # figures inlined
+    assert "http://" not in doc and "https://" not in doc  # self-contained
+
+
+def test_markdown_escapes_log_content(full_store: Path) -> None:
+    r = invoke("--store", str(full_store), "--format", "md", "-q")
+    assert r.exit_code == 0
+    assert "<script" not in r.output and "<img" not in r.output
+    assert "&lt;img src=x onerror=alert(1)>\\|vc" in r.output  # | escaped in tables
+
+
+def test_default_format_when_piped_is_markdown(full_store: Path) -> None:
+    r = invoke("--store", str(full_store), "-q")  # CliRunner's stdout is not a terminal
+    assert r.output.startswith("# philly-analyze report")
+    assert "| status | jobs | (paper) |" in r.output
+
+
+def test_table_format_has_paper_beside(full_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.txt"
+    assert invoke("--store", str(full_store), "-o", str(out), "-q").exit_code == 0
+    text = out.read_text()
+    assert "(paper)" in text and "66,696" in text and "Table 6" in text
+
+
+def test_section_and_vc_filters(full_store: Path) -> None:
+    r = invoke(
+        "--store", str(full_store), "--format", "json", "--section", "status", "--vc", "a", "-q"
+    )
+    doc = json.loads(r.output)
+    t6 = {row["status"]: row["jobs"] for row in doc["status"]}
+    assert t6 == {"passed": 2, "killed": 0, "unsuccessful": 0, "total": 2}
+    assert doc["queueing"] == [] and "not computed" in doc["section_notes"]["queueing"][0]
+    assert invoke("--store", str(full_store), "--section", "nope").exit_code == 2
+
+
+def test_since_until(full_store: Path) -> None:
+    # Submits at minutes 0, 5, 10, 20 after 2017-10-02T00:00Z: [00:04, 00:15) keeps j2, j3.
+    r = invoke(
+        "--store",
+        str(full_store),
+        "--format",
+        "json",
+        "--section",
+        "status",
+        "--since",
+        "2017-10-02T00:04",
+        "--until",
+        "2017-10-02T00:15:00+00:00",
+        "-q",
+    )
+    t6 = {row["status"]: row["jobs"] for row in json.loads(r.output)["status"]}
+    assert t6["total"] == 2 and t6["killed"] == 1
+    bad = invoke("--store", str(full_store), "--since", "yesterday")
+    assert bad.exit_code == 2
+
+
+def test_quota_file_errors_name_file_and_line(full_store: Path, tmp_path: Path) -> None:
+    q = tmp_path / "q.csv"
+    q.write_text("vc,gpus\na,8\nb,lots\n")
+    r = CliRunner().invoke(main, ["report", "--store", str(full_store), "--vc-quotas", str(q)])
+    assert r.exit_code == 1
+    assert f"{q}:3:" in r.output and "not an integer" in r.output
+
+
+def test_missing_store_is_a_user_error(tmp_path: Path) -> None:
+    r = CliRunner().invoke(main, ["report", "--store", str(tmp_path / "none")])
+    assert r.exit_code == 1 and "no store" in r.output
+
+
+def test_figures_written_deterministic_and_linked(full_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "rep" / "report.md"
+    r1 = invoke("--store", str(full_store), "-o", str(out), "--figures", str(tmp_path / "f1"), "-q")
+    r2 = invoke(
+        "--store", str(full_store), "--format", "json", "--figures", str(tmp_path / "f2"), "-q"
+    )
+    assert r1.exit_code == 0 and r2.exit_code == 0
+    names = sorted(p.name for p in (tmp_path / "f1").iterdir())
+    assert "fig3_queueing_delay.png" in names and "fig3_queueing_delay.svg" in names
+    assert "fig5_util_by_status.png" in names and "fig9_retries.svg" in names
+    for n in names:  # same data, same bytes (PNG and SVG)
+        assert (tmp_path / "f1" / n).read_bytes() == (tmp_path / "f2" / n).read_bytes(), n
+    assert (tmp_path / "f1" / "fig3_queueing_delay.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # markdown links the PNGs relative to the report's folder
+    assert "![fig9_retries](../f1/fig9_retries.png)" in out.read_text()
+
+
+def test_replay_store(tmp_path: Path) -> None:
+    """A store written by the replay simulator (source "replay") reports the same way."""
+    jobs = [
+        Job("r1", "a", "u", "passed", 0, [Att(5, 10, "passed", {"m0": [0, 1]})]),
+        Job("r2", "a", "u", "unsuccessful", 0, [Att(0, 4, "failed", {"m0": [2]})]),
+    ]
+    p = write_store(tmp_path / "replay", machines={"m0": 8}, jobs=jobs, source="replay")
+    doc = json.loads(invoke("--store", str(p), "--format", "json", "-q").output)
+    t6 = {row["status"]: row["jobs"] for row in doc["status"]}
+    assert t6["total"] == 2
+    summary = {row["metric"]: row["value"] for row in doc["summary"]}
+    assert summary["job sources"] == "replay"
+    delays = [r for r in doc["queueing"] if r["table"] == "delay_by_vc" and r["vc"] == "all"]
+    assert delays[0]["mean_min"] == pytest.approx(2.5)  # r1 waited 5 min, r2 0

@@ -1,0 +1,66 @@
+"""How the store's views merge several sources (schemas.SOURCE_PRIORITY)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pyarrow as pa
+
+from philly_analyze.store import Store
+
+T0 = dt.datetime(2017, 10, 1, tzinfo=dt.UTC)
+
+
+def _cpu(machines: list[str], util: float) -> dict:
+    return {
+        "time": pa.array([T0] * len(machines), pa.timestamp("us", tz="UTC")),
+        "machine_id": machines,
+        "util": [util] * len(machines),
+    }
+
+
+def _write(store: Store, fmt: str, table: str, data: dict) -> None:
+    with store.batch() as b:
+        b.write(table, data)
+        store.commit(b, [{"source": f"{fmt}-src", "format": fmt}], source_format=fmt)
+
+
+def test_time_series_take_each_machine_from_its_preferred_source(store_dir: Path) -> None:
+    with Store(store_dir) as s:
+        _write(s, "ganglia_csv", "cpu_util", _cpu(["m1", "m3"], 10.0))
+        _write(s, "philly_cpu_util", "cpu_util", _cpu(["m1", "m2"], 20.0))
+        got = s.df("SELECT machine_id, util FROM cpu_util ORDER BY 1").values.tolist()
+    # m1 is in both: the published trace wins; m3 only Ganglia has; m2 only the trace.
+    assert got == [["m1", 20.0], ["m2", 20.0], ["m3", 10.0]]
+
+
+def test_jobs_merge_column_by_column_and_attempts_come_from_one_source(store_dir: Path) -> None:
+    with Store(store_dir) as s:
+        _write(
+            s,
+            "yarn_rm_log",
+            "jobs",
+            {
+                "job_id": ["j1"],
+                "vc": ["queueA"],
+                "user_id": ["alice"],
+                "status": [None],
+                "source": ["yarn_rm_log"],
+            },
+        )
+        _write(
+            s,
+            "philly_job_log",
+            "jobs",
+            {
+                "job_id": ["j1"],
+                "vc": ["vcA"],
+                "user_id": [None],
+                "status": ["passed"],
+                "source": ["philly_job_log"],
+            },
+        )
+        row = s.df("SELECT vc, user_id, status, source FROM jobs").values.tolist()
+    # vc and status from the trace (preferred), user from YARN (the trace has none).
+    assert row == [["vcA", "alice", "passed", "philly_job_log,yarn_rm_log"]]
