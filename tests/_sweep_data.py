@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def sample_store(path: Path) -> Path:
-    """``philly-analyze ingest sample_data``: 299 real-format jobs on 40 GPUs, with some
-    queueing, so a locality wait changes the metrics."""
+    """``philly-analyze ingest sample_data``: a few hundred jobs in the published trace's
+    formats on a small cluster, with some queueing, so a locality wait changes the metrics."""
     r = CliRunner().invoke(main, ["ingest", str(ROOT / "sample_data"), "--store", str(path), "-q"])
     assert r.exit_code == 0, r.output
     return path
