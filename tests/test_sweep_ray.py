@@ -7,6 +7,7 @@ of the test process. Skipped, with the reason, when Ray is not installed."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import secrets
@@ -85,10 +86,8 @@ def ray_head() -> Iterator[tuple[str, dict[str, str]]]:
         except subprocess.TimeoutExpired:
             head.kill()
             head.wait()
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(head.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         shutil.rmtree(tmp, ignore_errors=True)
 
 

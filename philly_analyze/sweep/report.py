@@ -74,7 +74,9 @@ def _plain(v: Any) -> str:
     return str(v)
 
 
-def write_report(result: SweepResult, path: Path, confidence: float) -> Path:
+def write_report(
+    result: SweepResult, path: Path, confidence: float, metrics: list[str] | None = None
+) -> Path:
     """``report.md``: what ran, the summary of the headline metrics, the figures, failures."""
     spec = result.spec
     lines = [
@@ -96,7 +98,7 @@ def write_report(result: SweepResult, path: Path, confidence: float) -> Path:
         "(every metric: `summary.parquet`; every run: `runs.parquet`).",
         "",
     ]
-    header, rows = wide(result.summary, headline(result.summary))
+    header, rows = wide(result.summary, headline(result.summary, metrics))
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * 1 + "---:|" * (len(header) - 1))
     lines += ["| " + " | ".join(r) + " |" for r in rows]

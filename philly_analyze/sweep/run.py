@@ -96,13 +96,9 @@ def run_sweep(
     inputs to workers, have them read the ``shared`` store path, or ``auto`` (ship up to
     ``ship_limit_mb``). ``metrics``: those to plot (default: every metric that varies);
     ``figures=False`` skips drawing. A run's own failure is recorded in its row, never raised."""
-    from philly_analyze.sweep import executors
-    from philly_analyze.sweep.figures import plot_sweep
-    from philly_analyze.sweep.report import write_report
-    from philly_analyze.sweep.summary import summarize
+    from philly_analyze.sweep.summary import seed_invariant, summarize
 
     say = log or (lambda _m: None)
-    tracker = progress or NullTracker()
     if store_mode not in STORE_MODES:
         raise UserError(f"store mode must be one of {', '.join(STORE_MODES)}, got {store_mode!r}")
     if not 0 < confidence < 1:
@@ -118,83 +114,106 @@ def run_sweep(
     todo = [t for t in tasks if t.run_id not in done]
     for line in spec.describe():
         say(line)
-    workers = workers or executors.default_workers()
     handle, mode = _handle(inputs, store, racks, store_mode, ship_limit_mb)
-    by_id = {t.run_id: t for t in tasks}
-    t0 = time.perf_counter()
-    counts = {"ok": 0, "failed": 0}
-
-    def on_row(result: dict[str, Any]) -> None:
-        task = by_id[result["run_id"]]
-        table.add(flatten(task, inputs.identity, result))
-        counts[result["status"]] = counts.get(result["status"], 0) + 1
-        tracker.advance(1)
-        tracker.describe(f"sweep ({counts['failed']} failed)" if counts["failed"] else "sweep")
-
-    tracker.update(completed=0, total=len(todo))
-    session = None
-    startup = 0.0
-    try:
-        if ray is not None:
-            session = executors.RaySession.connect(ray, local_cpus=workers)
-            startup = time.perf_counter() - t0
-            t0 += startup
-            where = f"Ray at {ray} ({session.cpus()} CPUs)"
-            say(_plan(len(tasks), len(todo), where, mode, inputs))
-            if todo:
-                if mode == "ship":
-                    handle = session.put(inputs)
-                session.run(handle, todo, on_row)
-        else:
-            n = min(workers, len(todo)) if todo else workers
-            where = f"{n} local worker{'s' if n != 1 else ''}"
-            say(_plan(len(tasks), len(todo), where, mode, inputs))
-            if todo:
-                executors.run_local(handle, todo, n, on_row)
-    finally:
-        if session is not None:
-            session.close()
-        # Even when interrupted: what finished is kept, and the next run resumes from it.
-        whole = table.close()
-    seconds = time.perf_counter() - t0
-    mine = {t.run_id for t in tasks}
-    runs = whole.filter(pa.array([r in mine for r in whole.column("run_id").to_pylist()]))
-    runs_df = _drop_empty(runs.to_pandas(types_mapper=_types))
-    pos = {t.run_id: i for i, t in enumerate(tasks)}  # the sweep's order: policies as given
-    runs_df = runs_df.iloc[np.argsort([pos[r] for r in runs_df["run_id"]], kind="stable")]
-    runs_df = runs_df.reset_index(drop=True)
-    summary = summarize(runs_df, confidence)
+    run = _Execution(inputs, tasks, table, progress or NullTracker(), say)
+    whole = run.execute(todo, handle, mode, ray, workers)
+    runs = _this_sweep(whole, tasks)
+    summary = summarize(runs, confidence)
     result = SweepResult(
-        spec,
-        runs_df,
-        summary,
-        len(todo),
-        len(tasks) - len(todo),
-        seconds,
-        where,
-        mode,
-        startup,
-        inputs.identity,
-        out_path,
-    )
-    from philly_analyze.sweep.summary import seed_invariant
-
+        spec, runs, summary, len(todo), len(tasks) - len(todo), run.seconds, run.where, mode,
+        run.startup, inputs.identity, out_path,
+    )  # fmt: skip
     for pol in seed_invariant(summary):
         result.notes.append(
             f"{pol}: every seed gave the same metrics (the policy uses no randomness); "
             "--jitter SECONDS perturbs arrivals per seed"
         )
     if out_path is not None:
-        import pyarrow.parquet as pq
-
-        pq.write_table(pa.Table.from_pandas(summary, preserve_index=False), out_path / SUMMARY_FILE)
-        ok = summary[summary["runs"] > 0]
-        if figures and len(ok):
-            result.figures = plot_sweep(
-                ok, spec.swept(), out_path / FIGURES_DIR, list(metrics or []) or None, confidence
-            )
-        write_report(result, out_path / "report.md", confidence)
+        _write_outputs(result, out_path, figures, list(metrics or []) or None, confidence)
     return result
+
+
+class _Execution:
+    """Runs the tasks left to do on the chosen executor, filing each result in the table."""
+
+    def __init__(
+        self,
+        inputs: SweepInputs,
+        tasks: list[Task],
+        table: RunsTable,
+        tracker: Tracker,
+        say: Callable[[str], None],
+    ) -> None:
+        self.inputs, self.table, self.tracker, self.say = inputs, table, tracker, say
+        self.by_id = {t.run_id: t for t in tasks}
+        self.total = len(tasks)
+        self.failed = 0
+        self.where = ""
+        self.seconds = self.startup = 0.0
+
+    def on_row(self, result: dict[str, Any]) -> None:
+        self.table.add(flatten(self.by_id[result["run_id"]], self.inputs.identity, result))
+        self.failed += result["status"] != "ok"
+        self.tracker.advance(1)
+        self.tracker.describe(f"sweep ({self.failed} failed)" if self.failed else "sweep")
+
+    def execute(
+        self, todo: list[Task], handle: InputHandle, mode: str, ray: str | None, workers: int | None
+    ) -> pa.Table:
+        """Run ``todo``; returns the whole runs table (merged and written even when
+        interrupted: what finished is kept, and the next invocation resumes from it)."""
+        from philly_analyze.sweep import executors
+
+        workers = workers or executors.default_workers()
+        self.tracker.update(completed=0, total=len(todo))
+        t0 = time.perf_counter()
+        session = None
+        try:
+            if ray is not None:
+                session = executors.RaySession.connect(ray, local_cpus=workers)
+                self.startup = time.perf_counter() - t0
+                t0 += self.startup
+                self.where = f"Ray at {ray} ({session.cpus()} CPUs)"
+                self.say(_plan(self.total, len(todo), self.where, mode, self.inputs))
+                if todo:
+                    h = session.put(self.inputs) if mode == "ship" else handle
+                    session.run(h, todo, self.on_row)
+            else:
+                n = min(workers, len(todo)) if todo else workers
+                self.where = f"{n} local worker{'s' if n != 1 else ''}"
+                self.say(_plan(self.total, len(todo), self.where, mode, self.inputs))
+                if todo:
+                    executors.run_local(handle, todo, n, self.on_row)
+        finally:
+            if session is not None:
+                session.close()
+            whole = self.table.close()
+        self.seconds = time.perf_counter() - t0
+        return whole
+
+
+def _this_sweep(whole: pa.Table, tasks: list[Task]) -> pd.DataFrame:
+    """This sweep's rows of the whole table, in the sweep's order (policies as given)."""
+    pos = {t.run_id: i for i, t in enumerate(tasks)}
+    mine = whole.filter(pa.array([r in pos for r in whole.column("run_id").to_pylist()]))
+    df = _drop_empty(mine.to_pandas(types_mapper=_types))
+    df = df.iloc[np.argsort([pos[r] for r in df["run_id"]], kind="stable")]
+    return df.reset_index(drop=True)
+
+
+def _write_outputs(
+    result: SweepResult, out: Path, figures: bool, metrics: list[str] | None, confidence: float
+) -> None:
+    import pyarrow.parquet as pq
+
+    from philly_analyze.sweep.figures import plot_sweep
+    from philly_analyze.sweep.report import write_report
+
+    pq.write_table(pa.Table.from_pandas(result.summary, preserve_index=False), out / SUMMARY_FILE)
+    ok = result.summary[result.summary["runs"] > 0]
+    if figures and len(ok):
+        result.figures = plot_sweep(ok, result.spec.swept(), out / FIGURES_DIR, metrics, confidence)
+    write_report(result, out / REPORT_FILE, confidence, metrics)
 
 
 def _types(t: pa.DataType) -> Any:
