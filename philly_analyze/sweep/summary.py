@@ -28,35 +28,17 @@ def t_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, f
 
     x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
     n = len(x)
+    out: dict[str, float | None] = dict.fromkeys(SUMMARY_COLUMNS[1:])
+    out["n"] = n
     if n == 0:
-        return {
-            "n": 0,
-            "mean": None,
-            "sd": None,
-            "ci_low": None,
-            "ci_high": None,
-            "half_width": None,
-        }
-    mean = float(x.mean())
+        return out
+    out["mean"] = mean = float(x.mean())
     if n == 1:
-        return {
-            "n": 1,
-            "mean": mean,
-            "sd": None,
-            "ci_low": None,
-            "ci_high": None,
-            "half_width": None,
-        }
+        return out
     sd = float(x.std(ddof=1))
     hw = float(stats.t.ppf((1 + confidence) / 2, n - 1) * sd / math.sqrt(n)) if sd > 0 else 0.0
-    return {
-        "n": n,
-        "mean": mean,
-        "sd": sd,
-        "ci_low": mean - hw,
-        "ci_high": mean + hw,
-        "half_width": hw,
-    }
+    out.update(sd=sd, ci_low=mean - hw, ci_high=mean + hw, half_width=hw)
+    return out
 
 
 def metric_columns(runs: pd.DataFrame) -> list[str]:
