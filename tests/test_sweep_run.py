@@ -1,5 +1,5 @@
 """``philly-analyze sweep`` end to end on a real store: rows, summary, resume, failures,
-figures, outputs. The reference for every metric is ``run_replay`` called directly."""
+figures, outputs. The reference for every metric is the replay API called directly."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from philly_analyze.sim import run_replay
+from philly_analyze.sim import load_inputs, run_replay, simulate
 from philly_analyze.sim.metrics import METRICS
 from tests._sweep_data import ROOT, sample_store, sweep
 
@@ -43,11 +43,12 @@ def test_each_row_is_the_replay_of_its_settings(store: Path, tmp_path: Path) -> 
     assert list(runs.columns[:7]) == [
         "run_id", "inputs_id", "policy", "seed", "jitter_s", "param_locality_wait_min", "status"
     ]  # fmt: skip
+    wl, cluster, quotas = load_inputs(store)  # what run_replay reads, read once
     for _, row in runs.iterrows():
         given = {} if pd.isna(row["param_locality_wait_min"]) else {
             "locality_wait_min": row["param_locality_wait_min"]
         }  # fmt: skip
-        ref = run_replay(store, row["policy"], given, int(row["seed"])).metrics
+        ref = simulate(wl, cluster, row["policy"], quotas, given, int(row["seed"])).metrics
         for k in METRICS:
             if ref.get(k) is None:
                 assert pd.isna(row[k]), k
@@ -229,10 +230,15 @@ def test_without_out_nothing_is_written(
 def test_without_a_swept_parameter_the_figure_has_bars(store: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     r = sweep(
-        "--store", str(store), "--policy", "philly,fifo", "--out", str(out), "-q", "--workers", "1"
-    )
+        "--store", str(store), "--policy", "philly,fifo", "--out", str(out), "-q",
+        "--workers", "1", "--metric", "queue_mean_s,jct_mean_s",
+    )  # fmt: skip
     assert r.exit_code == 0
     assert (out / "figures" / "policies.png").stat().st_size > 10_000
+    # --metric chooses the report's columns too.
+    assert (
+        "| policy | runs | failed | queue_mean_s | jct_mean_s |" in (out / "report.md").read_text()
+    )
 
 
 def test_ray_asked_for_but_not_installed(
