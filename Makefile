@@ -20,7 +20,8 @@ demo: $(STAMP)
 	rm -rf $(STORE) $(OUT)
 	$(BIN)/philly-analyze ingest sample_data --store $(STORE)
 	$(BIN)/philly-analyze report --store $(STORE) --format html -o $(OUT)/report.html --figures $(OUT)/figures
-	$(BIN)/philly-analyze replay --store $(STORE) --policy philly,muxflow --out $(OUT)/replay
+	$(BIN)/philly-analyze replay --store $(STORE) --policy philly,relaxed --out $(OUT)/replay
+	$(BIN)/philly-analyze replay --store $(STORE) --policy muxflow --out $(OUT)/replay-muxflow
 
 test: $(STAMP)
 	$(BIN)/pytest -n 2

@@ -441,6 +441,22 @@ class Store:
         counts.update({t: int(n) for t, n in rows})
         return counts
 
+    def merged_row_counts(self) -> dict[str, int]:
+        """Rows per table as the analyses see them, after merging sources.
+
+        Only tables fed by more than one source format are counted through their view; for
+        the rest the file list already holds the answer, so a large store stays cheap.
+        """
+        counts = self.row_counts()
+        multi = self.con.execute(
+            "SELECT tbl FROM _files GROUP BY tbl HAVING count(DISTINCT source_format) > 1"
+        ).fetchall()
+        views = {r[0] for r in self.con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        for (table,) in multi:
+            if table in schemas.TABLES and table in views:  # identifiers from the schema
+                counts[table] = int(self.scalar(f'SELECT count(*) FROM "{table}"'))
+        return counts
+
     def ingest_log(self) -> Any:
         """The ingest_log as a DataFrame."""
         return self.df("SELECT * FROM ingest_log ORDER BY ingested_at, source")

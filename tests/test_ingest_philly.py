@@ -8,7 +8,6 @@ import json
 import tarfile
 from pathlib import Path
 
-import duckdb
 import pytest
 from click.testing import CliRunner
 
@@ -22,6 +21,7 @@ from tests.philly_files import (
     write_job_log,
     write_machine_list,
 )
+from tests.store_query import q  # plain duckdb, read-only, as any user would
 
 UTC = dt.UTC
 
@@ -29,16 +29,6 @@ UTC = dt.UTC
 def ingest(*args: str | Path) -> object:
     result = CliRunner().invoke(main, ["ingest", *map(str, args)])
     return result
-
-
-def q(store: Path, sql: str, params: list | None = None) -> list[tuple]:
-    """Query with plain duckdb, read-only, as any user would."""
-    con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
-    con.execute("SET TimeZone = 'UTC'")
-    try:
-        return con.execute(sql, params or []).fetchall()
-    finally:
-        con.close()
 
 
 def utc(*a: int) -> dt.datetime:

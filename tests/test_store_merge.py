@@ -64,3 +64,12 @@ def test_jobs_merge_column_by_column_and_attempts_come_from_one_source(store_dir
         row = s.df("SELECT vc, user_id, status, source FROM jobs").values.tolist()
     # vc and status from the trace (preferred), user from YARN (the trace has none).
     assert row == [["vcA", "alice", "passed", "philly_job_log,yarn_rm_log"]]
+
+
+def test_merged_row_counts_are_what_the_views_hold(store_dir: Path) -> None:
+    with Store(store_dir) as s:
+        _write(s, "ganglia_csv", "cpu_util", _cpu(["m1", "m3"], 10.0))
+        _write(s, "philly_cpu_util", "cpu_util", _cpu(["m1", "m2"], 20.0))
+        # Four rows read from two sources; m1 is in both, so the analyses see three.
+        assert s.row_counts()["cpu_util"] == 4
+        assert s.merged_row_counts()["cpu_util"] == 3

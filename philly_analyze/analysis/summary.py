@@ -52,7 +52,7 @@ def compute(ctx: Context) -> Section:
     ]
     if pd.notna(j["first_submit"]) and pd.notna(j["last_end"]):
         rows.append(("span (days)", (j["last_end"] - j["first_submit"]).total_seconds() / 86400))
-    for table, n in sorted(ctx.store.row_counts().items()):
+    for table, n in sorted(ctx.store.merged_row_counts().items()):
         if n and table not in ("jobs", "attempts", "machines"):
             rows.append((f"rows in store: {table}", int(n)))
     frame = pd.DataFrame(rows, columns=["metric", "value"])

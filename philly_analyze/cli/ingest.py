@@ -97,7 +97,7 @@ def command(
         report = ingest_paths(
             store, paths, ctx=ctx, replace=replace, force_format=fmt, on_outcome=printer
         )
-        counts = store.row_counts()
+        counts = store.merged_row_counts()
     printer.flush()
     if as_json:
         click.echo(json.dumps(_summary_json(report, counts), indent=2))
@@ -134,7 +134,7 @@ def _summary_table(report: IngestReport, counts: dict[str, int]) -> Table:
         title_justify="left",
     )
     t.add_column("table")
-    t.add_column("added", justify="right")
+    t.add_column("rows read", justify="right")
     t.add_column("in store", justify="right")
     for name, n in counts.items():
         if n or added.get(name):

@@ -198,6 +198,7 @@ def _run_all(names: list[str], run: Any, out: Path | None, quiet: bool, console:
     from philly_analyze.sim.result import write_result_store
 
     results = []
+    shown: set[str] = set()  # the same note (e.g. jobs left out) is printed once, not per policy
     for name in names:
         res = run(name)
         target = None
@@ -215,7 +216,9 @@ def _run_all(names: list[str], run: Any, out: Path | None, quiet: bool, console:
                 highlight=False,
             )
             for note in res.notes:
-                console.print(f"note: {note}", highlight=False)
+                if note not in shown:
+                    shown.add(note)
+                    console.print(f"note: {note}", highlight=False)
     return results
 
 
