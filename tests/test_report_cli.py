@@ -212,3 +212,11 @@ def test_replay_store(tmp_path: Path) -> None:
     assert summary["job sources"] == "replay"
     delays = [r for r in doc["queueing"] if r["table"] == "delay_by_vc" and r["vc"] == "all"]
     assert delays[0]["mean_min"] == pytest.approx(2.5)  # r1 waited 5 min, r2 0
+
+
+def test_cli_section_names_agree_with_the_analyses() -> None:
+    from philly_analyze.analysis import ALIASES, SECTIONS
+    from philly_analyze.cli.report import SECTION_ALIASES, SECTION_NAMES
+
+    assert tuple(SECTIONS) == SECTION_NAMES
+    assert set(SECTION_ALIASES) == set(ALIASES)

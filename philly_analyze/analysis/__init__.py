@@ -38,6 +38,11 @@ SECTIONS: dict[str, str] = {
     "failures": "philly_analyze.analysis.failures",
     "retries": "philly_analyze.analysis.retries",
     "convergence": "philly_analyze.analysis.convergence",
+    "gpu_sharing": "philly_analyze.analysis.sharing",
+}
+#: Sections of optional outputs: in the default report only when the store has their input.
+OPTIONAL_SECTIONS: dict[str, Callable[[Store], bool]] = {
+    "gpu_sharing": lambda store: _has_sharing_output(store),
 }
 #: The JSON report's contract keys (ARCHITECTURE.md), always present.
 CONTRACT_KEYS: tuple[str, ...] = (
@@ -51,7 +56,12 @@ CONTRACT_KEYS: tuple[str, ...] = (
     "summary",
 )
 #: Other accepted spellings of section names.
-ALIASES: dict[str, str] = {"utilization": "gpu_utilization", "host": "host_resources"}
+ALIASES: dict[str, str] = {
+    "utilization": "gpu_utilization",
+    "host": "host_resources",
+    "sharing": "gpu_sharing",
+    "muxflow": "gpu_sharing",
+}
 
 __all__ = [
     "ALIASES",
@@ -83,6 +93,12 @@ class Report:
         return isinstance(name, str) and ALIASES.get(name, name) in self.sections
 
 
+def _has_sharing_output(store: Store) -> bool:
+    from philly_analyze.analysis.sharing import has_output
+
+    return has_output(store.path)
+
+
 def resolve_sections(names: Iterable[str] | None) -> list[str]:
     """Canonical section names in report order; ValueError naming an unknown one."""
     if not names:
@@ -105,6 +121,8 @@ def run(
 ) -> Report:
     """Compute ``sections`` (default: all) of the report on ``store`` within ``scope``."""
     names = resolve_sections(sections)
+    if not sections:
+        names = [n for n in names if n not in OPTIONAL_SECTIONS or OPTIONAL_SECTIONS[n](store)]
     scope = scope or Scope()
     out: dict[str, Section] = {}
     with Context(store, scope, vc_quotas) as ctx:

@@ -11,6 +11,8 @@ import click
 
 from philly_analyze.cli.options import quiet_option, store_option
 
+#: analysis.SECTIONS and analysis.ALIASES, spelled out so `--help` does not import DuckDB
+#: (tests/test_report_cli.py checks they agree).
 SECTION_NAMES = (
     "summary",
     "status",
@@ -21,7 +23,9 @@ SECTION_NAMES = (
     "failures",
     "retries",
     "convergence",
+    "gpu_sharing",
 )
+SECTION_ALIASES = ("utilization", "host", "sharing", "muxflow")
 
 
 def _parse_time(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
@@ -46,7 +50,8 @@ With -o PATH and no --format, the format follows the suffix (.html, .json, .md, 
 
 \b
 Sections: summary, status, queueing, gpu_utilization, locality, host_resources,
-failures, retries, convergence.
+failures, retries, convergence, and gpu_sharing on the output of a sharing replay
+(`replay --policy muxflow --out DIR`; shown by default when the store has it).
 
 \b
 Examples:
@@ -80,7 +85,7 @@ Examples:
     "--section",
     "sections",
     multiple=True,
-    type=click.Choice([*SECTION_NAMES, "utilization", "host"]),
+    type=click.Choice([*SECTION_NAMES, *SECTION_ALIASES]),
     help="Compute only this section (repeatable).",
 )
 @click.option("--vc", "vcs", multiple=True, help="Only jobs of this virtual cluster (repeatable).")

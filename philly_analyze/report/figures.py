@@ -99,6 +99,18 @@ FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec(
         "fig9_retries", "Retries and unsuccessful rate (Figure 9)", "retries", plots.fig9_retries
     ),
+    FigureSpec(
+        "sharing_day",
+        "GPU sharing: online GPUs over the simulated day (MuxFlow)",
+        "gpu_sharing",
+        plots.sharing_day,
+    ),
+    FigureSpec(
+        "sharing_slowdown",
+        "GPU sharing: online latency slowdown (MuxFlow)",
+        "gpu_sharing",
+        plots.sharing_slowdown,
+    ),
 )
 
 

@@ -67,15 +67,21 @@ def fig3_queueing(report: Report) -> Figure | None:
     fig, axes = _fig(3.6 * ncols, 2.9 * nrows, ncols, nrows)
     for i, (title, dv) in enumerate(panels):
         ax = axes[i // ncols][i % ncols]
+        # Every curve runs to the panel's right edge, so a bucket whose jobs all started at
+        # once (a single point at 0) still shows as a line at 1.0.
+        right = max(1.0, float(np.nanmax(dv["delay_min"].to_numpy(), initial=0.0))) * 1.1
         for b in BUCKET_LABELS:
             v = dv.loc[dv["gpu_bucket"] == b, "delay_min"].to_numpy()
             if len(v) == 0:
                 continue
             x, y = ecdf(v)
+            if len(x) == 0:
+                continue
+            x, y = np.append(x, right), np.append(y, y[-1])
             color, ls = BUCKET_STYLE[b]
             ax.step(x, y, where="post", color=color, ls=ls, label=f"{b} GPU ({len(v):,})")
         ax.set_xscale("symlog", linthresh=1.0)
-        ax.set_xlim(left=0)
+        ax.set_xlim(0, right)
         ax.set_ylim(0, 1.02)
         ax.set_title(f"{title} ({len(dv):,} jobs)")
         ax.set_xlabel("queueing delay (minutes, log above 1)")
@@ -402,3 +408,26 @@ def table6_status(report: Report) -> Figure | None:
         "paper",
         "Table 6: jobs and GPU time by final status",
     )
+
+
+def sharing_day(report: Report) -> Figure | None:
+    """MuxFlow: the day's utilization, SM activity and memory of online GPUs, with the paper's
+    before/after numbers (drawn by ``sim.sharing.figures``, the model's own figures)."""
+    sec = _section(report, "gpu_sharing")
+    if sec is None or "output" not in sec.data:
+        return None
+    from philly_analyze.sim.sharing.figures import day_figure
+
+    out = sec.data["output"]
+    return day_figure({out.policy: out}, sec.data.get("paper"))
+
+
+def sharing_slowdown(report: Report) -> Figure | None:
+    """MuxFlow: CDF of the online latency slowdown over shared GPU-minutes."""
+    sec = _section(report, "gpu_sharing")
+    if sec is None or "output" not in sec.data:
+        return None
+    from philly_analyze.sim.sharing.figures import slowdown_figure
+
+    out = sec.data["output"]
+    return slowdown_figure({out.policy: out})

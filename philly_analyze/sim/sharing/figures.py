@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from philly_analyze.sim.sharing.results import SAVED_JSON, SharingOutput
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 COLORS = {"dedicated": "#7f7f7f", "muxflow": "#1f77b4", "mps-naive": "#d62728"}
 
@@ -25,15 +28,16 @@ def _plt() -> Any:
     return plt
 
 
-def plot_day(
+def day_figure(
     results: Mapping[str, SharingOutput],
-    path: Path,
     paper: Mapping[str, Mapping[str, float]] | None = None,
-) -> Path:
+) -> Figure:
     """Hourly means over online GPUs of utilization, SM activity and memory, one line per
-    policy; the paper's before/after values as dashed lines when ``paper`` is given."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), sharex=True)
+    policy; the paper's before/after values as dotted/dashed lines when ``paper`` is given."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(13, 3.6), layout="constrained")
+    axes = fig.subplots(1, 3, sharex=True)
     panels = (
         ("util_online", "GPU utilization", "gpu_util"),
         ("sm_online", "SM activity", "sm_activity"),
@@ -50,35 +54,56 @@ def plot_day(
                 if v is not None:
                     ax.axhline(100 * v, ls=style, color="k", lw=0.8, label=f"paper {when}")
         ax.set_title(title)
-        ax.set_xlabel("hour of the simulated day")
+        ax.set_xlabel("hours since the start of the simulation")
         ax.set_ylim(0, 100)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("% (mean over online GPUs)")
     axes[0].legend(fontsize=8, loc="center right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def plot_slowdown(results: Mapping[str, SharingOutput], path: Path, slo: float = 1.2) -> Path:
-    """CDF of the online latency slowdown over shared GPU-minutes, per sharing policy."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    for name, res in results.items():
-        if res.slowdown_hist.sum() == 0:
-            continue
+def slowdown_figure(results: Mapping[str, SharingOutput], slo: float = 1.2) -> Figure | None:
+    """CDF of the online latency slowdown over shared GPU-minutes, per sharing policy (None
+    when no policy shared a GPU)."""
+    from matplotlib.figure import Figure
+
+    shared = {k: r for k, r in results.items() if r.slowdown_hist.sum() > 0}
+    if not shared:
+        return None
+    fig = Figure(figsize=(6, 3.6), layout="constrained")
+    ax = fig.subplots()
+    for name, res in shared.items():
         x, y = res.slowdown_cdf()
         ax.plot(x, y, label=name, color=COLORS.get(name))
     ax.axvline(slo, color="k", ls="--", lw=0.8, label=f"SLO {slo:g}x")
     ax.set_xlim(1.0, 2.5)
+    ax.set_ylim(0, 1.02)
     ax.set_xlabel("online latency / solo latency")
     ax.set_ylabel("fraction of shared GPU-minutes")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    return fig
+
+
+def plot_day(
+    results: Mapping[str, SharingOutput],
+    path: Path,
+    paper: Mapping[str, Mapping[str, float]] | None = None,
+) -> Path:
+    """``day_figure`` written as a PNG at ``path``."""
+    day_figure(results, paper).savefig(path, dpi=110)
+    return path
+
+
+def plot_slowdown(results: Mapping[str, SharingOutput], path: Path, slo: float = 1.2) -> Path:
+    """``slowdown_figure`` written as a PNG at ``path`` (an empty plot if nothing was shared)."""
+    fig = slowdown_figure(results, slo)
+    if fig is None:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(6, 3.6))
+        fig.text(0.5, 0.5, "no GPU was shared", ha="center")
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

@@ -1,0 +1,108 @@
+"""GPU sharing (MuxFlow; not an analysis of the ATC'19 paper): what a sharing replay did.
+
+A store written by ``replay --policy muxflow|dedicated|mps-naive --out DIR`` holds, beside the
+canonical tables, the sharing model's own output (``sharing.json``, ``sharing_timeseries.parquet``:
+``sim.sharing.results.SharingOutput``). This section shows its headline metrics, with MuxFlow's
+published before/after numbers beside the online-GPU means (the paper's "before" is a cluster
+without sharing, so it sits beside ``dedicated``; its "after" beside ``muxflow``; the paper
+has no number for plain MPS), and feeds the day and slowdown figures. Other stores have no such
+output: the section is then left out of the default report (asked for by name, it says why).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from philly_analyze.analysis.common import Context
+from philly_analyze.analysis.result import ResultTable, Section
+
+#: (metric key, what it is, key of the paper's before/after numbers or None).
+METRICS: tuple[tuple[str, str, str | None], ...] = (
+    ("gpu_util_online", "GPU utilization of online GPUs (%)", "gpu_util"),
+    ("sm_activity_online", "SM activity of online GPUs (%)", "sm_activity"),
+    ("gpu_memory_online", "GPU memory used on online GPUs (%)", "gpu_memory"),
+    ("gpu_util_all", "GPU utilization of all GPUs (%)", None),
+    ("shared_fraction", "online GPU-minutes shared with offline work (%)", None),
+    ("online_slowdown_p50", "online latency slowdown, median (x)", None),
+    ("online_slowdown_p99", "online latency slowdown, p99 (x)", None),
+    ("slo_violation_fraction", "online GPU-minutes over the latency SLO (%)", None),
+    ("slo_violation_budget", "SLO-violation budget (%)", None),
+    ("outage_minutes", "online outage from offline errors (GPU-minutes)", None),
+    ("offline_completed", "offline jobs completed", None),
+    ("offline_jct_mean_min", "offline JCT, mean (minutes)", None),
+    ("offline_queue_mean_min", "offline queueing, mean (minutes)", None),
+    ("evictions", "evictions of offline work", None),
+    ("gpu_hours_lost", "GPU hours of offline work lost to evictions", None),
+    ("jct_mean_vs_philly", "offline JCT mean / the same jobs under philly", None),
+)
+#: Metrics stored as fractions and shown as percentages.
+PERCENT = {
+    "gpu_util_online",
+    "sm_activity_online",
+    "gpu_memory_online",
+    "gpu_util_all",
+    "shared_fraction",
+    "slo_violation_fraction",
+    "slo_violation_budget",
+}
+#: Which of the paper's numbers a policy is compared with.
+PAPER_SIDE = {"dedicated": "paper_before", "muxflow": "paper_after"}
+
+
+def has_output(store_path: str | Path) -> bool:
+    """Whether a store holds a sharing replay's output."""
+    from philly_analyze.sim.sharing.results import SAVED_JSON
+
+    return (Path(store_path) / SAVED_JSON).exists()
+
+
+def compute(ctx: Context) -> Section:
+    """Headline sharing metrics of a sharing replay's store, and the figures' inputs."""
+    from philly_analyze.sim.sharing.config import SharingConfig
+    from philly_analyze.sim.sharing.results import SharingOutput
+
+    sec = Section("gpu_sharing", "GPU sharing with an inference fleet (MuxFlow)")
+    path = Path(ctx.store.path)
+    if not has_output(path):
+        sec.notes.append(
+            "no GPU-sharing output in this store: it is written by "
+            "`philly-analyze replay --policy muxflow --out DIR` (then `report --store DIR`)"
+        )
+        return sec
+    out = SharingOutput.load(path)
+    paper_cfg = SharingConfig.load().paper
+    paper = getattr(paper_cfg, PAPER_SIDE[out.policy]) if out.policy in PAPER_SIDE else {}
+    rows = []
+    for key, label, paper_key in METRICS:
+        value = out.metrics.get(key)
+        if value is None:
+            continue
+        scale = 100.0 if key in PERCENT else 1.0
+        ref = paper.get(paper_key) if paper_key else None
+        rows.append(
+            {
+                "metric": label,
+                "value": float(value) * scale,
+                "paper_value": None if ref is None else ref * scale,
+            }
+        )
+    side = {"paper_before": "before", "paper_after": "after"}.get(PAPER_SIDE.get(out.policy, ""))
+    sec.tables.append(
+        ResultTable(
+            "sharing_metrics",
+            f"Policy {out.policy}: online service and offline work",
+            pd.DataFrame(rows, columns=["metric", "value", "paper_value"]),
+            paper=f"MuxFlow, {side} sharing" if side else None,
+            description=(
+                "Means over the simulated minutes; the paper's numbers are MuxFlow's production "
+                "cluster (20,000+ GPUs) and are comparable only in shape on other fleets."
+            ),
+        )
+    )
+    if not ctx.scope.is_all:
+        sec.notes.append("--vc/--since/--until do not apply: the sharing run is shown whole")
+    sec.data["output"] = out
+    sec.data["paper"] = {"before": paper_cfg.paper_before, "after": paper_cfg.paper_after}
+    return sec
