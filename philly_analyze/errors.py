@@ -25,5 +25,9 @@ class InputFormatError(UserError):
     """A source file is malformed beyond a few bad rows (truncated, binary, empty...)."""
 
 
+class UnreadableInputError(InputFormatError):
+    """The bytes of a source stop early or are corrupt (a cut .gz, .xz or tar archive)."""
+
+
 class StoreError(UserError):
     """The store cannot be opened or written (locked, missing, wrong version)."""

@@ -167,8 +167,10 @@ def _run_on(
     cols = "{" + ", ".join(f"{sql_literal(n)}: {sql_literal(t)}" for n, t in spec.columns) + "}"
     with source.duckdb_path(tracker) as path:
         raw = (
-            f"read_csv({sql_literal(path)}, header = false, skip = 1, delim = ',', quote = '\"', "
-            f"escape = '\"', auto_detect = false, columns = {cols}, nullstr = ['NA', '', 'NaN'], "
+            # quote = '': these files never quote, and one stray '"' would otherwise swallow
+            # every following line into a single unterminated field.
+            f"read_csv({sql_literal(path)}, header = false, skip = 1, delim = ',', quote = '', "
+            f"auto_detect = false, columns = {cols}, nullstr = ['NA', '', 'NaN'], "
             f"store_rejects = true, parallel = true)"
         )
         query = f"WITH {parsed_time_cte(raw, strict)} {spec.select}"

@@ -20,9 +20,7 @@ Output:
 
 from __future__ import annotations
 
-import lzma
 import re
-import zlib
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -31,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from philly_analyze.errors import InputFormatError
+from philly_analyze.errors import InputFormatError, UnreadableInputError
 from philly_analyze.failures import ChunkHits, Evidence, Scanner, load_rules
 from philly_analyze.ingest.formats import (
     Format,
@@ -49,7 +47,7 @@ from philly_analyze.ingest.framework_progress import (
     line_arrays,
     progress_gate,
 )
-from philly_analyze.ingest.source import Source
+from philly_analyze.ingest.source import READ_ERRORS, Source
 from philly_analyze.store import Batch
 
 #: Content that marks a deep-learning training log (banners, progress, launchers, tags).
@@ -166,12 +164,13 @@ class _Session:
                     self._add_small(source.name, key, b"".join(parts))
                     return SourceResult({}, 0, provided)
                 n = self._stream(source.name, key, ev, raw, b"".join(parts))
-        except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:
+        except (UnreadableInputError, *READ_ERRORS) as e:
             # Corrupt compressed data: keep what was read (the pipeline rejects the rest).
             if parts and sum(map(len, parts)) <= SMALL_FILE_BYTES:
                 data = b"".join(parts)
                 self._add_small(source.name, key, data[: data.rfind(b"\n") + 1])
-            raise InputFormatError(f"cannot read further: {e}", source=source.name) from None
+            cause = e.__cause__ or e
+            raise InputFormatError(f"cannot read further: {cause}", source=source.name) from None
         return SourceResult({"epochs": n} if n else {}, 0, provided)
 
     def _add_small(self, name: str, key: AttemptKey, data: bytes) -> None:

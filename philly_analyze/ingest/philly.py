@@ -22,6 +22,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -222,6 +223,10 @@ def _time_or_none(value: Any, what: str) -> str | None:
         return None
     if not isinstance(value, str) or not _TIME_RE.match(value.strip()):
         raise _BadJob(f"unparsable time {value!r} in {what}")
+    try:  # the shape is right; the calendar must be too (no 2017-02-30 or 25:61)
+        datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise _BadJob(f"impossible time {value!r} in {what}") from None
     return value.strip()
 
 
@@ -297,6 +302,8 @@ class _JobLogSession:
                 if not isinstance(d, dict) or not isinstance(d.get("ip"), str):
                     raise _BadJob(f"attempts[{i}].detail entry without ip")
                 gpus = d.get("gpus") or []
+                if not isinstance(gpus, list):  # "gpu0" would count as 4 GPUs
+                    raise _BadJob(f"attempts[{i}].detail gpus is not a list")
                 n_gpus += len(gpus)
                 for g in gpus:
                     m = _GPU_RE.match(str(g))

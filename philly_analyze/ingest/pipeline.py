@@ -28,6 +28,7 @@ from philly_analyze.ingest.formats import (
     load_formats,
 )
 from philly_analyze.ingest.source import (
+    READ_ERRORS,
     Source,
     archive_members,
     expand_paths,
@@ -91,8 +92,8 @@ def _sources(paths: Sequence[Path]) -> Iterator[tuple[Source | None, bool, str, 
             try:
                 for member in archive_members(path):
                     yield member, explicit, member.name, ""
-            except (OSError, EOFError) as e:
-                yield None, explicit, str(path), f"corrupt archive: {e}"
+            except READ_ERRORS as e:
+                yield None, explicit, str(path), f"corrupt or truncated archive: {e}"
             continue
         try:
             yield file_source(path), explicit, str(path), ""

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from philly_analyze.errors import InputFormatError
+from philly_analyze.errors import InputFormatError, UnreadableInputError
 from philly_analyze.progress import NullTracker, Tracker
 
 HEAD_BYTES = 64 * 1024
@@ -57,6 +57,16 @@ def _decompressing(raw: BinaryIO, compression: str | None) -> BinaryIO:
     return raw
 
 
+#: What decompressors and tarfile raise on cut or corrupt input.
+READ_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    EOFError,
+    zlib.error,
+    lzma.LZMAError,
+    tarfile.TarError,
+)
+
+
 class HashingReader(io.RawIOBase):
     """Wraps a binary stream; hashes and counts the bytes read, reports them to a tracker."""
 
@@ -71,16 +81,28 @@ class HashingReader(io.RawIOBase):
         return True
 
     def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self._inner.read(len(b))
+        data = self._read(len(b))
         n = len(data)
         b[:n] = data
         self._account(data)
         return n
 
     def read(self, size: int = -1) -> bytes:
-        data = self._inner.read(size)
+        data = self._read(size)
         self._account(data)
         return data
+
+    def _read(self, size: int) -> bytes:
+        # A cut .gz/.bz2/.xz file or tar archive (a partial download) fails deep inside the
+        # decompressor; say which file, once, for every reader of the stream.
+        try:
+            return self._inner.read(size)
+        except READ_ERRORS as e:
+            raise UnreadableInputError(
+                f"cannot read past byte {self.bytes_read:,} of the decompressed data: "
+                f"{e or type(e).__name__} (truncated or corrupt file?)",
+                source=self._source.name,
+            ) from e
 
     def _account(self, data: bytes) -> None:
         if data:
@@ -188,12 +210,21 @@ class Source:
     def _feed_fifo(self, fifo: str, tracker: Tracker, errors: list[BaseException]) -> None:
         try:
             with self.open(tracker) as src, open(fifo, "wb") as out:
+                # Whole lines only until the end is reached cleanly: if the stream breaks
+                # (a cut archive), the reader must not see a half line as a complete row.
+                partial = b""
                 while chunk := src.read(CHUNK):
-                    out.write(chunk)
+                    data = partial + chunk
+                    cut = data.rfind(b"\n") + 1
+                    out.write(data[:cut])
+                    partial = data[cut:]
+                out.write(partial)
                 src.read(0)
         except BrokenPipeError:
             pass
-        except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:
+        except InputFormatError as e:
+            errors.append(e)
+        except READ_ERRORS as e:
             errors.append(InputFormatError(f"cannot read: {e}", source=self.name))
 
 
@@ -318,7 +349,11 @@ def expand_paths(paths: list[Path]) -> Iterator[tuple[Path, bool]]:
                     part.startswith(".") for part in f.relative_to(p).parts
                 ):
                     continue
-                mode = f.lstat().st_mode
+                try:
+                    mode = f.stat().st_mode  # follows symlinks: a linked file is read
+                except OSError:  # a dangling link: reported as missing, not fatal
+                    yield f, False
+                    continue
                 if stat.S_ISREG(mode):
                     yield f, False
         else:

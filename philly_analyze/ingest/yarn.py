@@ -21,11 +21,9 @@ recognised by ``HadoopOtherLog`` and skipped with a message saying what they are
 
 from __future__ import annotations
 
-import lzma
 import operator
 import re
 import tempfile
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +34,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from philly_analyze.errors import InputFormatError
+from philly_analyze.errors import InputFormatError, UnreadableInputError
 from philly_analyze.ingest import yarn_assemble as asm
 from philly_analyze.ingest.formats import Format, IngestContext, SkipSource, SourceResult, register
-from philly_analyze.ingest.source import Source
+from philly_analyze.ingest.source import READ_ERRORS, Source
 from philly_analyze.ingest.yarn_lines import (
     FACT_FIELDS,
     HEADER_RE,
@@ -238,11 +236,11 @@ class _YarnSession:
                     if len(chunk.facts) >= CHUNK_FACTS:
                         rejected += self._flush(chunk, source, file_idx, kinds)
                         chunk = _Chunk()
-        except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:
+        except (UnreadableInputError, *READ_ERRORS) as e:
             rejected += self._flush(chunk, source, file_idx, kinds)
             self.kinds.update(kinds)
             raise InputFormatError(
-                f"cannot read past this line ({e}); the lines before it were kept",
+                f"cannot read past this line ({(e.__cause__ or e)}); the lines before it were kept",
                 source=source.name,
                 line=line_no + 1,
             ) from e

@@ -154,6 +154,7 @@ def attempts_sql(fr: str, apps: str, conts: str) -> str:
     """Attempts (physical columns of ``attempts``), from facts, apps and containers."""
     r = rules()
     start_states = _in(r["attempt_start_states"])
+    created = _in(r["attempt_created_states"])
     final = _in(r["attempt_final_states"])
     outcome = f"""CASE
             WHEN final_state IN {_in(r["attempt_state_to_outcome"])}
@@ -174,7 +175,9 @@ def attempts_sql(fr: str, apps: str, conts: str) -> str:
                                   OR kind = 'attempt_done') AS end_t,
                 coalesce(
                     arg_min(to_state, t) FILTER (WHERE kind = 'attempt' AND to_state IN {final}),
-                    arg_min(to_state, t) FILTER (WHERE kind = 'attempt_done')) AS final_state
+                    arg_min(to_state, t) FILTER (WHERE kind = 'attempt_done')) AS final_state,
+                coalesce(bool_or(kind = 'attempt' AND to_state IN {created}), false)
+                    AS seen_created
             FROM {fr} WHERE attempt IS NOT NULL GROUP BY app, attempt),
         c AS (
             SELECT app, attempt, min(t) AS start_c,
@@ -193,7 +196,12 @@ def attempts_sql(fr: str, apps: str, conts: str) -> str:
                x.num_gpus, x.num_machines,
                epoch(end_time) - epoch(start_time) AS duration_s,
                {outcome} AS outcome, {sql_literal(SOURCE)} AS source
-        FROM x JOIN {apps} ap USING (app)"""
+        FROM x JOIN {apps} ap USING (app)
+        -- An attempt the log saw created but never launched (killed while queued) did not
+        -- run: the published trace lists no attempt for such a job, and neither do we (its
+        -- transitions stay in scheduler_events). An attempt whose beginning the log missed
+        -- (the log starts mid-application) is kept with an unknown start.
+        WHERE x.start_t IS NOT NULL OR NOT x.seen_created"""
 
 
 def jobs_sql(apps: str, attempts: str) -> str:
