@@ -162,3 +162,12 @@ def test_ray_local_starts_a_private_instance(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(
         _deterministic(tmp_path / "ray"), _deterministic(tmp_path / "local")
     )
+
+
+@needs_ray
+def test_an_address_nobody_answers_on_fails_fast(tmp_path: Path) -> None:
+    # ray.init would retry for many minutes; the sweep says what is wrong at once.
+    store = sample_store(tmp_path / "store")
+    r = sweep("--store", str(store), "--ray", f"127.0.0.1:{_free_port()}", "--no-figures", "-q")
+    assert r.exit_code == 1
+    assert "cannot connect to the Ray cluster" in r.stderr and "nothing answers" in r.stderr

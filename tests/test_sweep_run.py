@@ -142,7 +142,7 @@ def test_a_failed_run_is_recorded_and_the_others_complete(store: Path, tmp_path:
     r = sweep(*args)
     assert r.exit_code == 1
     assert (
-        "failed: las seed 0 thresholds_gpu_h=10,1: UserError: policy las: thresholds_gpu_h must be positive and ascending"
+        "failed: las seed 0 thresholds_gpu_h=10,1: UserError: policy las: thresholds_gpu_h must be finite, positive and ascending"
         in r.stderr
     )
     assert "1 of 3 runs failed" in r.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -186,3 +187,13 @@ def test_t_interval_shifts_with_the_data(xs: list[float], c: float) -> None:
 def test_spec_is_json_serialisable() -> None:
     spec = SweepSpec.build("philly,las", {"max_retries": "0,none"}, 2)
     json.dumps(spec.grid)
+
+
+def test_editing_a_model_file_makes_a_new_run(tmp_path: Path) -> None:
+    model = tmp_path / "m.toml"
+    model.write_text("[slo]\nviolation_budget = 0.02\n")
+    params = {"model": str(model)}
+    before = run_key("muxflow", params, 0, 0.0, "abc")
+    assert run_key("muxflow", params, 0, 0.0, "abc") == before
+    model.write_text("[slo]\nviolation_budget = 0.05\n")
+    assert run_key("muxflow", params, 0, 0.0, "abc") != before

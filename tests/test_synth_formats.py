@@ -254,7 +254,8 @@ def test_ganglia_exports(synth_out: Path) -> None:
         assert names == want
     lines = (root / hosts[0] / "gpu0_util.csv").read_text().split("\n")
     assert lines[0] == "Timestamp,gpu0_util"
-    assert re.fullmatch(r"2017-11-04T00:00:00-07:00,[\d.]+", lines[1])
+    # The first 6-minute step ends (and, as in RRDtool, is stamped) at 00:06.
+    assert re.fullmatch(r"2017-11-04T00:06:00-07:00,[\d.]+", lines[1])
     assert all(re.fullmatch(r"\S+[-+]0[78]:00,(NaN|\d+(\.\d+)?)", ln) for ln in lines[1:-1])
     assert len(lines) - 2 == 2 * 24 * 10 + 10  # 6-minute steps over 49 hours
 

@@ -82,16 +82,20 @@ def test_ganglia_matches_published_minutes(tmp_path: Path) -> None:
             "ORDER BY t, gpu_idx",
             [host],
         )
-    # The published minutes of the same GPU, averaged over each 6-minute export step.
+    # The published minutes of the same GPU, by UTC time, averaged over each 6-minute export
+    # step; each ingested minute must carry the mean of the step that holds that minute
+    # (compared by time, so a step stamped at the wrong end would show).
     with open(SAMPLE / "cluster_gpu_util") as f:
         rows = [ln.rstrip("\n").split(",") for ln in f if ln.split(",", 2)[1] == host]
-    vals = pd.to_numeric(pd.Series([r[2] for r in rows]), errors="coerce").to_numpy()
-    steps = len(vals) // 6
-    want = np.nanmean(vals[: steps * 6].reshape(steps, 6), axis=1)
-    got = g[g.gpu_idx == 0].util.to_numpy()
-    # Every minute of a step carries the step's mean: compare one minute per step.
-    got_steps = got[: steps * 6 : 6] if len(got) >= steps * 6 else got[::6]
-    n = min(len(got_steps), len(want))
-    assert n > 100
-    ok = ~np.isnan(want[:n])
-    np.testing.assert_allclose(got_steps[:n][ok], want[:n][ok], atol=1e-3)
+    offset = {"PDT": 7 * 3600, "PST": 8 * 3600}
+    pub_t = np.array(
+        [pd.Timestamp(r[0][:19], tz="UTC").timestamp() + offset[r[0][20:]] for r in rows]
+    )
+    pub_v = pd.to_numeric(pd.Series([r[2] for r in rows]), errors="coerce").to_numpy()
+    t0 = pub_t.min()
+    step_means = pd.Series(pub_v).groupby((pub_t - t0) // 360).mean()
+    g0 = g[g.gpu_idx == 0]
+    want = step_means.reindex((g0.t.to_numpy() - t0) // 360).to_numpy()
+    ok = ~np.isnan(want)
+    assert ok.sum() > 600
+    np.testing.assert_allclose(g0.util.to_numpy()[ok], want[ok], atol=1e-3)

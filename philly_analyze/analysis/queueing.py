@@ -267,6 +267,9 @@ def _attempt_table(ctx: Context) -> ResultTable:
 
 def _table2(per: pd.DataFrame) -> list[ResultTable]:
     waiting = per[per["wait_s"] > 0]
+    # Jobs that ended in the queue before any attempt have no known GPU demand: a column of
+    # their own, so that each row's buckets add up to its "all".
+    unknown = waiting["gpu_bucket"].isna()
     counts = []
     for kind in WAIT_KINDS:
         row: dict[str, object] = {"delay_type": kind}
@@ -274,6 +277,8 @@ def _table2(per: pd.DataFrame) -> list[ResultTable]:
             row[col] = int(((waiting["cause"] == kind) & (waiting["gpu_bucket"] == bucket)).sum())
             if col != "gpus_1":
                 row[f"paper_{col}"] = paper.lookup("table2", "delay_type", kind, col)
+        if unknown.any():
+            row["gpus_unknown"] = int(((waiting["cause"] == kind) & unknown).sum())
         row["all"] = int((waiting["cause"] == kind).sum())
         counts.append(row)
     secs = []
@@ -297,7 +302,8 @@ def _table2(per: pd.DataFrame) -> list[ResultTable]:
             "Waiting jobs by main cause of their wait and GPU demand",
             pd.DataFrame(counts),
             paper="Table 2",
-            description="A job counts under the cause that took most of its waiting time.",
+            description="A job counts under the cause that took most of its waiting time; "
+            "gpus_unknown (when present): jobs that ended in the queue, demand unknown.",
         ),
         ResultTable(
             "wait_seconds",

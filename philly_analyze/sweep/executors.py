@@ -178,6 +178,7 @@ class RaySession:
             )
         else:
             kw["address"] = address
+            _check_reachable(address)
         try:
             ray.init(**kw)
         except (ConnectionError, RuntimeError, ValueError) as e:
@@ -218,3 +219,23 @@ class RaySession:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else ""
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast on a ``host:port`` or ``ray://host:port`` nobody listens on: ``ray.init``
+    would otherwise retry the connection for many minutes, printing only C++ warnings."""
+    import socket
+
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto" and other forms: Ray resolves them itself
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as e:
+        raise UserError(
+            f"cannot connect to the Ray cluster at {address!r}: nothing answers on "
+            f"{host}:{port} ({e.strerror or e}); start it with `ray start --head` or check "
+            "--ray / RAY_ADDRESS"
+        ) from None

@@ -17,6 +17,7 @@ import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from philly_analyze.errors import UserError
@@ -213,12 +214,28 @@ def _show(v: Any) -> str:
     return json.dumps(v) if isinstance(v, str) and ("," in v or ";" in v or not v) else str(v)
 
 
+#: Parameters naming a file whose content (not just its path) defines the run.
+FILE_PARAMS = ("model",)
+
+
+def _file_params_digest(params: Mapping[str, Any]) -> dict[str, str]:
+    """sha256 of each file a parameter names, so that editing the file (say, a MuxFlow model
+    TOML) makes a resumed sweep run again instead of reusing stale results."""
+    out = {}
+    for key in FILE_PARAMS:
+        value = params.get(key)
+        if value and Path(str(value)).is_file():
+            out[key] = hashlib.sha256(Path(str(value)).read_bytes()).hexdigest()
+    return out
+
+
 def run_key(
     policy: str, params: Mapping[str, Any], seed: int, jitter_s: float, input_id: str
 ) -> str:
     """Stable id of one run: sha256 of its canonical JSON (every parameter, defaults filled;
     so a run with a parameter left at its default and one setting it explicitly are the same
     run). 20 hex digits: collisions are out of reach for any sweep size."""
+    files = _file_params_digest(params)
     doc = json.dumps(
         {
             "policy": policy,
@@ -226,6 +243,7 @@ def run_key(
             "seed": int(seed),
             "jitter_s": float(jitter_s),
             "inputs": input_id,
+            **({"files": files} if files else {}),
         },
         sort_keys=True,
         separators=(",", ":"),

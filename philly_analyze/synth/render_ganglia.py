@@ -108,7 +108,9 @@ def write_ganglia(
 ) -> list[Path]:
     """One CSV per host and metric; returns the files written."""
     cluster_name = str(cal.section("ganglia")["cluster_name"])
-    t = hist.window.start_epoch + step * np.arange(acc.bins)
+    # RRDtool labels a consolidated row with the END of its step (the ingester reads it so:
+    # ingest/resample.py): bin k covers [start + k*step, start + (k+1)*step).
+    t = hist.window.start_epoch + step * (np.arange(acc.bins) + 1)
     iso = pd.to_datetime(t, unit="s", utc=True).tz_convert(hist.window.timezone)
     raw = list(iso.strftime("%Y-%m-%dT%H:%M:%S%z"))
     stamps = textfmt.lut([s[:-2] + ":" + s[-2:] for s in raw])

@@ -20,6 +20,7 @@ module registers them with this ``register`` when imported.
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -79,10 +80,13 @@ class Param:
                 if isinstance(value, bool):
                     raise ValueError(value)
                 value = float(value)
+                if not math.isfinite(value):  # nan/inf would only fail deep in a run
+                    raise ValueError(value)
             else:
                 value = str(value)
         except (TypeError, ValueError):
-            raise UserError(f"{where} must be {kind.__name__}, got {value!r}") from None
+            kind_name = "a finite float" if kind is float else kind.__name__
+            raise UserError(f"{where} must be {kind_name}, got {value!r}") from None
         if self.minimum is not None and value < self.minimum:
             raise UserError(f"{where} must be >= {self.minimum}, got {value!r}")
         return value

@@ -7,6 +7,7 @@ parameter (GPU-hours, comma-separated)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,6 +45,8 @@ class Las(PreemptivePolicy):
             raise UserError(
                 f"policy las: thresholds_gpu_h must be numbers separated by commas, got {raw!r}"
             ) from None
-        if any(t <= 0 for t in th) or th != sorted(th):
-            raise UserError(f"policy las: thresholds_gpu_h must be positive and ascending: {raw!r}")
+        if any(not math.isfinite(t) or t <= 0 for t in th) or th != sorted(th):
+            raise UserError(
+                f"policy las: thresholds_gpu_h must be finite, positive and ascending: {raw!r}"
+            )
         return PreemptConfig(key=_key, thresholds=tuple(round(t * GPU_HOUR_US) for t in th))

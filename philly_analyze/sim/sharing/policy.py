@@ -293,7 +293,11 @@ class SharingPolicy(Policy):
         metrics, per_vc = replay_metrics(res)
         metrics.update({k: v for k, v in res.metrics.items() if k != "policy"})
         if paper:
-            for key, label in (("gpu_util", "utilization"), ("sm_activity", "SM activity")):
+            for key, label in (
+                ("gpu_util", "utilization"),
+                ("sm_activity", "SM activity"),
+                ("gpu_memory", "GPU memory"),
+            ):
                 notes.append(
                     f"paper {label}: before {cfg.paper.paper_before[key]:.0%}, after "
                     f"{cfg.paper.paper_after[key]:.0%}; simulated online GPUs: "
