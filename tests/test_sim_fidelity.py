@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from philly_analyze.sim import Cluster, Workload, run_replay, simulate, write_result_store
 from tests._sim_data import observed_store
@@ -68,6 +69,8 @@ def test_results_are_deterministic() -> None:
 def test_observed_data_reports_median_absolute_queue_error(tmp_path: Path) -> None:
     res = run_replay(observed_store(tmp_path / "s"), "philly")
     assert res.metrics["fidelity_queue_mae_s"] == 30.0
+    # errors 0, 30, 60 s: the 90th percentile interpolates 30 + 0.8 x 30
+    assert res.metrics["fidelity_queue_p90_abs_err_s"] == pytest.approx(54.0)
     assert res.metrics["fidelity_jobs"] == 3
     assert res.metrics["queue_mean_s"] == 0.0
 
