@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 STORE ?= demo-store
 OUT ?= demo-out
+# The VC quotas the sample's scheduler enforced (written by `make sample`).
+QUOTAS ?= sample_data/ground_truth/vc_quotas.csv
 
 .PHONY: install demo test test-all lint format bench sample clean
 
@@ -19,8 +21,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	rm -rf $(STORE) $(OUT)
 	$(BIN)/philly-analyze ingest sample_data --store $(STORE)
-	$(BIN)/philly-analyze report --store $(STORE) --format html -o $(OUT)/report.html --figures $(OUT)/figures
-	$(BIN)/philly-analyze replay --store $(STORE) --policy philly,relaxed --out $(OUT)/replay
+	$(BIN)/philly-analyze report --store $(STORE) --vc-quotas $(QUOTAS) --format html \
+		-o $(OUT)/report.html --figures $(OUT)/figures
+	$(BIN)/philly-analyze replay --store $(STORE) --quotas $(QUOTAS) --policy philly,relaxed \
+		--out $(OUT)/replay
 	$(BIN)/philly-analyze replay --store $(STORE) --policy muxflow --out $(OUT)/replay-muxflow
 
 test: $(STAMP)

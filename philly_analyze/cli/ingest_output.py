@@ -2,7 +2,8 @@
 
 Every file gets a line saying what it was taken to be, except that, unless ``--verbose``,
 a group of more than ``FOLD_ABOVE`` files of one grouped format (a folder of framework logs,
-Ganglia exports) or skipped / not recognised for the same reason is folded into one line, so a
+Ganglia exports), or of more than ``FOLD_NOT_TAKEN_ABOVE`` files skipped / not recognised for
+the same reason, is folded into one line, so a
 folder of thousands of logs prints a handful of lines. Errors always get their own line.
 """
 
@@ -19,6 +20,8 @@ from philly_analyze.ingest.pipeline import SourceOutcome
 STYLE = {"ingested": "green", "skipped": "yellow", "unknown": "yellow", "error": "red"}
 EXAMPLES = 2
 FOLD_ABOVE = 10
+#: Files not taken (skipped or not recognised) for the same reason fold sooner: they are noise.
+FOLD_NOT_TAKEN_ABOVE = 3
 
 
 def short(name: str) -> str:
@@ -88,7 +91,8 @@ class OutcomePrinter:
         for g in self.groups.values():
             if not g.names and not g.rows:
                 continue
-            if len(g.names) <= FOLD_ABOVE:
+            fold_above = FOLD_ABOVE if g.status == "ingested" else FOLD_NOT_TAKEN_ABOVE
+            if len(g.names) <= fold_above:
                 for o in g.outcomes:
                     self._line(o.status, short(o.name), o.format, self._detail(o))
                 if g.status == "ingested" and any(g.rows.values()):

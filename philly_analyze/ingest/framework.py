@@ -97,11 +97,14 @@ _DOC_SUFFIXES = (".md", ".markdown", ".rst", ".html", ".htm", ".adoc")
 
 
 def _looks_like_documentation(name: str, head: bytes) -> bool:
-    """Markdown/HTML documents: by suffix, or a Markdown heading plus a table rule up front."""
-    if name.lower().endswith(_DOC_SUFFIXES):
+    """Markdown/HTML documents (by suffix, or a Markdown heading plus a table rule up front)
+    and JSON documents (a log is lines of text, never one object or array)."""
+    if name.lower().endswith((*_DOC_SUFFIXES, ".json")):
         return True
-    text = head[:4096]
-    return text.lstrip().startswith(b"# ") and b"|---" in text
+    text = head[:4096].lstrip()
+    if text.startswith(b'{"') or text.startswith(b"{\n") or text.startswith(b"[{"):
+        return True
+    return text.startswith(b"# ") and b"|---" in text
 
 
 def _scanner() -> Scanner:

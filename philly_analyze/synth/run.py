@@ -6,7 +6,7 @@ Output layout under ``out``::
     yarn/yarn-resourcemanager.log[.N[.gz]]              ResourceManager log (rolled)
     framework/<application_id>/attempt_<idx>/stdout.txt  per-attempt training logs
     ganglia/<cluster>/<host>/<metric>.csv                ganglia-web CSV exports
-    ground_truth/*.parquet, ground_truth/manifest.json   what really happened
+    ground_truth/*.parquet, manifest.json, vc_quotas.csv   what really happened
 
 Determinism: every random draw comes from ``numpy.random.SeedSequence(seed)`` children in a
 fixed order; the per-minute metrics of day ``d`` from a generator keyed by (seed, d), so the
@@ -135,6 +135,13 @@ def synthesize(out: Path, config: SynthConfig, progress: Progress | None = None)
     manifest = out / "ground_truth" / "manifest.json"
     manifest.write_text(json.dumps(res.summary, indent=2, sort_keys=True) + "\n")
     res.files["ground_truth"].append(manifest)
+    # The quotas the scheduler enforced, as a `report --vc-quotas` / `replay --quotas` file:
+    # without them both infer quotas from GPU-time shares, which can differ on small traces.
+    quotas = out / "ground_truth" / "vc_quotas.csv"
+    quotas.write_text(
+        "vc,gpus\n" + "".join(f"{vc},{n}\n" for vc, n in sorted(hist.sched.quotas.items()))
+    )
+    res.files["ground_truth"].append(quotas)
     res.seconds = time.perf_counter() - t_start
     return res
 
