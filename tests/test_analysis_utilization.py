@@ -150,3 +150,30 @@ def test_missing_gpu_util_is_a_note(tmp_path: Path) -> None:
     assert "gpu_util" in rep["gpu_utilization"].notes[0]
     assert any("Table 5" in n for n in rep["locality"].notes)
     assert rep["locality"].has_table("delay_by_servers")  # needs only placements
+
+
+def test_table5_per_attempt_weighs_each_attempt_once(tmp_path: Path) -> None:
+    eight = list(range(8))
+    on_two = {"a0": eight, "a1": eight}
+    jobs = [
+        Job("short", "v", "u", "passed", 0, [Att(0, 1, "passed", on_two)]),  # 1 min at 90%
+        Job("long", "v", "u", "passed", 10, [Att(10, 13, "passed", on_two)]),  # 3 min at 30%
+    ]
+    rows = [(0, m, g, 90.0) for m in ("a0", "a1") for g in eight]
+    rows += [(t, m, g, 30.0) for t in (10, 11, 12) for m in ("a0", "a1") for g in eight]
+    store = write_store(
+        tmp_path / "store",
+        machines={"a0": 8, "a1": 8},
+        jobs=jobs,
+        extra={"gpu_util": minutes_util(rows)},
+    )
+    with Store(store, read_only=True) as s:
+        rep = run(s, ["locality"])
+    # Per GPU-minute: (16 x 90 + 48 x 30) / 64 = 45; per attempt: (90 + 30) / 2 = 60, and the
+    # percentiles interpolate between the two attempts: p50 60, p90 84, p95 87.
+    assert rep["locality"].frame("table5").set_index("servers").loc[2, "mean"] == pytest.approx(45)
+    t = rep["locality"].frame("table5_per_attempt").set_index("servers")
+    assert t.loc[2, ["attempts", "mean", "p50", "p90", "p95"]].tolist() == pytest.approx(
+        [2, 60, 60, 84, 87]
+    )
+    assert t.loc[2, "paper_mean"] == pytest.approx(43.66)

@@ -24,6 +24,7 @@ import pandas as pd
 from philly_analyze.analysis import paper
 from philly_analyze.analysis.common import Context, pct
 from philly_analyze.analysis.result import ResultTable, Section
+from philly_analyze.failures.rules import NO_SIGNATURE
 from philly_analyze.schemas import FAILURE_CATEGORIES
 
 _PAPER_COLS = (
@@ -79,14 +80,20 @@ def compute(ctx: Context) -> Section:
         return sec
     t = failed_trials(ctx)
     scoped = "" if ctx.scope.is_all else f"SEMI JOIN {ctx.jobs} USING (job_id)"
-    evidence = ctx.scalar(
-        f"SELECT count(*) FROM (SELECT DISTINCT job_id, attempt_idx FROM failures {scoped})"
+    # Logs of attempts that did not fail, yet match a failure signature (a traceback printed
+    # and survived, say): not trials, left out. Logs matching nothing are not evidence.
+    signed_not_failed = ctx.scalar(
+        f"""SELECT count(*) FROM (
+                SELECT DISTINCT job_id, attempt_idx FROM failures {scoped} WHERE reason <> ?)
+            JOIN {ctx.attempts} a USING (job_id, attempt_idx)
+            WHERE a.outcome IS DISTINCT FROM 'failed'""",
+        [NO_SIGNATURE],
     )
     failed = ctx.scalar(f"SELECT count(*) FROM {ctx.attempts} WHERE outcome = 'failed'")
-    covered = t[["job_id", "attempt_idx"]].drop_duplicates().shape[0]
-    if evidence and evidence > covered:
+    if signed_not_failed:
         sec.notes.append(
-            f"{int(evidence) - covered:,} attempts with failure evidence did not fail: left out"
+            f"{int(signed_not_failed):,} attempts whose logs match a failure signature did not "
+            "fail: left out"
         )
     if failed:
         on_record = int(
