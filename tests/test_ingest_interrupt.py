@@ -88,5 +88,7 @@ def test_ctrl_c_exits_130_and_keeps_previous_state(tmp_path: Path) -> None:
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
-    assert _count(store) == 2
+    # Never half-written: the previous state, or (when a loaded machine let the batch commit
+    # before the signal landed) the complete new one.
+    assert _count(store) in (2, 2 + 20000 * 20 * 8)
     assert not (store / ".staging").exists() or not any((store / ".staging").iterdir())
