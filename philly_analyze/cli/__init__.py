@@ -46,16 +46,54 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
+        import signal
+
         from philly_analyze.errors import UserError
 
+        interrupted = False
+
+        def on_sigint(signum: int, frame: Any) -> None:
+            nonlocal interrupted
+            interrupted = True
+            raise KeyboardInterrupt
+
+        # Ctrl-C may land inside a DuckDB query, which then fails with its own error (an
+        # InterruptException, a RuntimeError, even std::bad_cast from a half-built result):
+        # after a SIGINT, any failure is the interruption, reported as such (exit 130).
+        import threading
+
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, on_sigint) if main_thread else None
         try:
             return super().invoke(ctx)
         except UserError as e:
+            if interrupted:
+                _exit_interrupted()
             click.echo(f"error: {e.format()}", err=True)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+            _exit_interrupted()
+        except Exception as e:
+            if interrupted or _is_query_interrupt(e):
+                _exit_interrupted()
+            raise
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGINT, previous)
+
+
+def _exit_interrupted() -> None:
+    click.echo("interrupted", err=True)
+    sys.exit(130)
+
+
+def _is_query_interrupt(e: BaseException) -> bool:
+    """DuckDB's answer to SIGINT during a query (InterruptException in newer versions, a
+    RuntimeError "Query interrupted" in others)."""
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is not None and isinstance(e, getattr(duckdb, "InterruptException", ())):
+        return True
+    return isinstance(e, RuntimeError) and str(e).startswith("Query interrupted")
 
 
 def _available(verb: str) -> bool:
