@@ -83,6 +83,15 @@ def compute(ctx: Context) -> Section:
     return sec
 
 
+def _with_paper(servers: int, stats: dict) -> dict:
+    """Each Table 5 statistic followed by the paper's value for that server count."""
+    out: dict = {}
+    for key, value in stats.items():
+        out[key] = value
+        out[f"paper_{key}"] = paper.lookup("table5", "servers", servers, key)
+    return out
+
+
 def _table5_per_attempt(attempts: pd.DataFrame) -> ResultTable | None:
     """Table 5 with each 16-GPU attempt weighing the same (its mean over its GPU-minutes), the
     counterpart of Table 3's mean over jobs: long attempts do not dominate."""
@@ -93,19 +102,9 @@ def _table5_per_attempt(attempts: pd.DataFrame) -> ResultTable | None:
     for servers, g in a.groupby("servers", sort=True):
         u = (g["util_sum"] / g["minutes"]).to_numpy(dtype=float)
         p50, p90, p95 = np.quantile(u, [0.5, 0.9, 0.95])
+        stats = {"mean": float(u.mean()), "p50": float(p50), "p90": float(p90), "p95": float(p95)}
         rows.append(
-            {
-                "servers": int(servers),
-                "attempts": len(u),
-                "mean": float(u.mean()),
-                "paper_mean": paper.lookup("table5", "servers", servers, "mean"),
-                "p50": float(p50),
-                "paper_p50": paper.lookup("table5", "servers", servers, "p50"),
-                "p90": float(p90),
-                "paper_p90": paper.lookup("table5", "servers", servers, "p90"),
-                "p95": float(p95),
-                "paper_p95": paper.lookup("table5", "servers", servers, "p95"),
-            }
+            {"servers": int(servers), "attempts": len(u), **_with_paper(int(servers), stats)}
         )
     return ResultTable(
         "table5_per_attempt",
@@ -129,14 +128,15 @@ def _table5(h: pd.DataFrame, attempts: pd.DataFrame) -> ResultTable:
                 "servers": int(servers),
                 "attempts": int((att16["servers"] == servers).sum()),
                 "gpu_minutes": int(n),
-                "mean": float(hs["util_sum"].sum()) / n if n else None,
-                "paper_mean": paper.lookup("table5", "servers", servers, "mean"),
-                "p50": p50,
-                "paper_p50": paper.lookup("table5", "servers", servers, "p50"),
-                "p90": p90,
-                "paper_p90": paper.lookup("table5", "servers", servers, "p90"),
-                "p95": p95,
-                "paper_p95": paper.lookup("table5", "servers", servers, "p95"),
+                **_with_paper(
+                    int(servers),
+                    {
+                        "mean": float(hs["util_sum"].sum()) / n if n else None,
+                        "p50": p50,
+                        "p90": p90,
+                        "p95": p95,
+                    },
+                ),
             }
         )
     return ResultTable(
