@@ -42,7 +42,15 @@ def _count(store: Path) -> int:
 
 
 def _start_and_wait_for_staging(args: list[str], store: Path) -> subprocess.Popen:
-    p = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [*CLI, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A CI job may run with SIGINT ignored (started in the background): the child must
+        # get the default disposition, as an interactive user's command does.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         staging = store / ".staging"
@@ -114,12 +122,14 @@ def test_any_failure_after_ctrl_c_is_reported_as_the_interruption(
         raise RuntimeError("std::bad_cast")
 
     monkeypatch.setattr(ingest_cli, "ingest_paths", interrupted_query)
-    before = signal.getsignal(signal.SIGINT)  # SIG_IGN under nohup, the default otherwise
+    # As in an interactive shell (a CI job in the background may have SIGINT ignored).
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     f = tmp_path / "x"
     f.write_text("x")
     r = CliRunner().invoke(main, ["ingest", str(f), "--store", str(tmp_path / "s"), "-q"])
     assert r.exit_code == 130 and "interrupted" in r.stderr
-    assert signal.getsignal(signal.SIGINT) == before  # restored
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    signal.signal(signal.SIGINT, before)
 
     def duckdb_interrupt(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")

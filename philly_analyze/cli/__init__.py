@@ -62,7 +62,11 @@ class LazyGroup(click.Group):
         # after a SIGINT, any failure is the interruption, reported as such (exit 130).
         import threading
 
-        main_thread = threading.current_thread() is threading.main_thread()
+        # Not in a worker thread, and not when SIGINT is ignored (a job started with `&`).
+        main_thread = (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+        )
         previous = signal.signal(signal.SIGINT, on_sigint) if main_thread else None
         try:
             return super().invoke(ctx)
