@@ -387,6 +387,37 @@ def test_fall_back_hour_is_read_in_log_order(tmp_path: Path, store_dir: Path) ->
     ]
 
 
+def test_rolled_file_that_begins_inside_the_repeated_hour(tmp_path: Path, store_dir: Path) -> None:
+    """rm.log.1 ends in the first 01:xx (PDT); rm.log begins in the second (PST), with no
+    earlier line of its own to say so: the hour-long jump its first-occurrence reading would
+    need to reach 02:05 tells it is the second."""
+    aid = "application_1636200000000_0002"
+
+    def at(t: str, a: str, b: str) -> str:
+        return f"2021-11-07 {t} INFO {RM}.rmapp.RMAppImpl: {aid} State change from {a} to {b}"
+
+    (tmp_path / "rm.log.1").write_text(at("01:40:00,000", "NEW", "NEW_SAVING") + "\n")
+    (tmp_path / "rm.log").write_text(
+        "\n".join(
+            [
+                at("01:20:00,000", "NEW_SAVING", "SUBMITTED"),  # second pass: 09:20Z (PST)
+                at("01:45:00,000", "SUBMITTED", "ACCEPTED"),  # 09:45Z
+                at("02:05:00,000", "ACCEPTED", "KILLED"),  # 10:05Z
+            ]
+        )
+        + "\n"
+    )
+    assert ingest(store_dir, tmp_path / "rm.log", tmp_path / "rm.log.1").exit_code == 0
+    with Store(store_dir, read_only=True) as s:
+        times = s.df("SELECT time FROM scheduler_events ORDER BY time")["time"].tolist()
+    assert times == [
+        ts("2021-11-07 08:40"),
+        ts("2021-11-07 09:20"),
+        ts("2021-11-07 09:45"),
+        ts("2021-11-07 10:05"),
+    ]
+
+
 def test_yarn_and_published_trace_are_one_job(tmp_path: Path, store_dir: Path) -> None:
     job_log = tmp_path / "cluster_job_log"
     job_log.write_text(

@@ -308,6 +308,8 @@ class _YarnSession:
         amb = ambiguous & ~exact
         if amb.any():
             latest = self._latest
+            if latest is None:
+                self._resolve_file_start(utc, naive, amb, tz)
             for i in range(len(utc)):
                 t = utc[i]
                 if np.isnat(t):
@@ -323,6 +325,25 @@ class _YarnSession:
                 m = valid.max()
                 self._latest = m if self._latest is None or m > self._latest else self._latest
         return utc
+
+    @staticmethod
+    def _resolve_file_start(utc: np.ndarray, naive: np.ndarray, amb: np.ndarray, tz: str) -> None:
+        """A file (a rolled log) that begins inside the repeated hour has no earlier line to
+        say which occurrence it is. Read as the first occurrence, its run of ambiguous lines
+        would be followed by a jump of about an hour to the next unambiguous time; read as the
+        second, by the usual small step. Take the second when the first leaves such a gap
+        and the run never goes back in time itself (which would mean both occurrences)."""
+        valid = np.flatnonzero(~np.isnat(utc))
+        if not len(valid) or not amb[valid[0]]:
+            return
+        after = valid[~amb[valid]]
+        if not len(after):
+            return  # the whole chunk is ambiguous: nothing to tell by
+        run = valid[valid < after[0]]
+        if (np.diff(naive[run]) < -FOLD_BACKSTEP).any():
+            return  # the run itself holds both occurrences: the loop resolves them in order
+        if utc[after[0]] - utc[run[-1]] >= FOLD_BACKSTEP:
+            utc[run] = utc[run] + fold_offset(tz, naive[run[0]])
 
     # ------------------------------------------------------------------ finish
     def finish(self) -> dict[str, int]:
