@@ -361,12 +361,17 @@ def test_kill_while_queued(tmp_path: Path, store_dir: Path) -> None:
     assert pd.isna(jobs.iloc[0].first_start) and jobs.iloc[0].num_attempts == 0
 
 
+def _on_fall_back_day(app: str, t: str, a: str, b: str) -> str:
+    """An RMAppImpl state change on 2021-11-07, when Los Angeles repeats 01:00-01:59."""
+    return f"2021-11-07 {t} INFO {RM}.rmapp.RMAppImpl: {app} State change from {a} to {b}"
+
+
 def test_fall_back_hour_is_read_in_log_order(tmp_path: Path, store_dir: Path) -> None:
     """2021-11-07 01:00-01:59 happens twice in Los Angeles (PDT, then PST)."""
     aid = "application_1636200000000_0001"
 
     def at(t: str, a: str, b: str) -> str:
-        return f"2021-11-07 {t} INFO {RM}.rmapp.RMAppImpl: {aid} State change from {a} to {b}"
+        return _on_fall_back_day(aid, t, a, b)
 
     lines = [
         at("01:30:00,000", "NEW", "NEW_SAVING"),  # first pass: 08:30Z (PDT)
@@ -394,7 +399,7 @@ def test_rolled_file_that_begins_inside_the_repeated_hour(tmp_path: Path, store_
     aid = "application_1636200000000_0002"
 
     def at(t: str, a: str, b: str) -> str:
-        return f"2021-11-07 {t} INFO {RM}.rmapp.RMAppImpl: {aid} State change from {a} to {b}"
+        return _on_fall_back_day(aid, t, a, b)
 
     (tmp_path / "rm.log.1").write_text(at("01:40:00,000", "NEW", "NEW_SAVING") + "\n")
     (tmp_path / "rm.log").write_text(
