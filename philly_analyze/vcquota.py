@@ -41,6 +41,13 @@ def load_quotas(path: str | Path) -> dict[str, int]:
     return out
 
 
+def write_quotas(path: str | Path, quotas: Mapping[str, int]) -> Path:
+    """Write quotas as the CSV ``load_quotas`` reads (header ``vc,gpus``, sorted by VC)."""
+    p = Path(path)
+    p.write_text("vc,gpus\n" + "".join(f"{vc},{n}\n" for vc, n in sorted(quotas.items())))
+    return p
+
+
 def _gpus(v: object, p: Path, line: int | None) -> int:
     try:
         n = int(str(v))

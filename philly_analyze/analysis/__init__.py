@@ -40,10 +40,16 @@ SECTIONS: dict[str, str] = {
     "convergence": "philly_analyze.analysis.convergence",
     "gpu_sharing": "philly_analyze.analysis.sharing",
 }
+
+
+def _has_sharing_output(store: Store) -> bool:
+    from philly_analyze.analysis.sharing import has_output
+
+    return has_output(store.path)
+
+
 #: Sections of optional outputs: in the default report only when the store has their input.
-OPTIONAL_SECTIONS: dict[str, Callable[[Store], bool]] = {
-    "gpu_sharing": lambda store: _has_sharing_output(store),
-}
+OPTIONAL_SECTIONS: dict[str, Callable[[Store], bool]] = {"gpu_sharing": _has_sharing_output}
 #: The JSON report's contract keys (ARCHITECTURE.md), always present.
 CONTRACT_KEYS: tuple[str, ...] = (
     "status",
@@ -91,12 +97,6 @@ class Report:
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and ALIASES.get(name, name) in self.sections
-
-
-def _has_sharing_output(store: Store) -> bool:
-    from philly_analyze.analysis.sharing import has_output
-
-    return has_output(store.path)
 
 
 def resolve_sections(names: Iterable[str] | None) -> list[str]:

@@ -47,8 +47,8 @@ PERCENT = {
     "slo_violation_fraction",
     "slo_violation_budget",
 }
-#: Which of the paper's numbers a policy is compared with.
-PAPER_SIDE = {"dedicated": "paper_before", "muxflow": "paper_after"}
+#: Which of the paper's numbers ("before" or "after" sharing) a policy is compared with.
+PAPER_SIDE = {"dedicated": "before", "muxflow": "after"}
 
 
 def has_output(store_path: str | Path) -> bool:
@@ -72,8 +72,9 @@ def compute(ctx: Context) -> Section:
         )
         return sec
     out = SharingOutput.load(path)
-    paper_cfg = SharingConfig.load().paper
-    paper = getattr(paper_cfg, PAPER_SIDE[out.policy]) if out.policy in PAPER_SIDE else {}
+    published = SharingConfig.load().paper.published()
+    side = PAPER_SIDE.get(out.policy)
+    paper = published[side] if side else {}
     rows = []
     for key, label, paper_key in METRICS:
         value = out.metrics.get(key)
@@ -88,7 +89,6 @@ def compute(ctx: Context) -> Section:
                 "paper_value": None if ref is None else ref * scale,
             }
         )
-    side = {"paper_before": "before", "paper_after": "after"}.get(PAPER_SIDE.get(out.policy, ""))
     sec.tables.append(
         ResultTable(
             "sharing_metrics",
@@ -104,5 +104,5 @@ def compute(ctx: Context) -> Section:
     if not ctx.scope.is_all:
         sec.notes.append("--vc/--since/--until do not apply: the sharing run is shown whole")
     sec.data["output"] = out
-    sec.data["paper"] = {"before": paper_cfg.paper_before, "after": paper_cfg.paper_after}
+    sec.data["paper"] = published
     return sec

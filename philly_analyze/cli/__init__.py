@@ -47,20 +47,19 @@ class LazyGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         import signal
+        import threading
 
         from philly_analyze.errors import UserError
 
+        # Ctrl-C may land inside a DuckDB query, which then fails with its own error (an
+        # InterruptException, a RuntimeError, even std::bad_cast from a half-built result):
+        # after a SIGINT, any failure is the interruption, reported as such (exit 130).
         interrupted = False
 
         def on_sigint(signum: int, frame: Any) -> None:
             nonlocal interrupted
             interrupted = True
             raise KeyboardInterrupt
-
-        # Ctrl-C may land inside a DuckDB query, which then fails with its own error (an
-        # InterruptException, a RuntimeError, even std::bad_cast from a half-built result):
-        # after a SIGINT, any failure is the interruption, reported as such (exit 130).
-        import threading
 
         # Not in a worker thread, and not when SIGINT is ignored (a job started with `&`).
         main_thread = (

@@ -221,13 +221,14 @@ class _BadJob(ValueError):
 def _time_or_none(value: Any, what: str) -> str | None:
     if value in _MISSING_TIMES:
         return None
-    if not isinstance(value, str) or not _TIME_RE.match(value.strip()):
+    text = value.strip() if isinstance(value, str) else None
+    if text is None or not _TIME_RE.match(text):
         raise _BadJob(f"unparsable time {value!r} in {what}")
     try:  # the shape is right; the calendar must be too (no 2017-02-30 or 25:61)
-        datetime.fromisoformat(value.strip())
+        datetime.fromisoformat(text)
     except ValueError:
         raise _BadJob(f"impossible time {value!r} in {what}") from None
-    return value.strip()
+    return text
 
 
 @dataclass

@@ -410,22 +410,27 @@ def table6_status(report: Report) -> Figure | None:
     )
 
 
+def _sharing_section(report: Report) -> Any:
+    sec = _section(report, "gpu_sharing")
+    return sec if sec is not None and "output" in sec.data else None
+
+
 def sharing_day(report: Report) -> Figure | None:
     """MuxFlow: the day's utilization, SM activity and memory of online GPUs, with the paper's
     before/after numbers (drawn by ``sim.sharing.figures``, the model's own figures)."""
-    sec = _section(report, "gpu_sharing")
-    if sec is None or "output" not in sec.data:
+    sec = _sharing_section(report)
+    if sec is None:
         return None
     from philly_analyze.sim.sharing.figures import day_figure
 
     out = sec.data["output"]
-    return day_figure({out.policy: out}, sec.data.get("paper"))
+    return day_figure({out.policy: out}, sec.data["paper"])
 
 
 def sharing_slowdown(report: Report) -> Figure | None:
     """MuxFlow: CDF of the online latency slowdown over shared GPU-minutes."""
-    sec = _section(report, "gpu_sharing")
-    if sec is None or "output" not in sec.data:
+    sec = _sharing_section(report)
+    if sec is None:
         return None
     from philly_analyze.sim.sharing.figures import slowdown_figure
 

@@ -20,7 +20,7 @@ from philly_analyze.sim.cluster import Cluster, Placement
 from philly_analyze.sim.engine import Trace
 from philly_analyze.sim.metrics import CAUSES, compute_metrics, waiting_causes
 from philly_analyze.sim.workload import NO_VC, Workload
-from philly_analyze.vcquota import STORE_QUOTA_FILE
+from philly_analyze.vcquota import STORE_QUOTA_FILE, write_quotas
 
 SOURCE = "replay"
 #: Job status from the outcome of its last attempt.
@@ -315,8 +315,7 @@ def write_result_store(result: ReplayResult, path: str | Path) -> Path:
         )
     (p / SETTINGS_FILE).write_text(json.dumps(result.settings(), indent=2, sort_keys=True))
     if result.quotas:
-        lines = ["vc,gpus", *(f"{vc},{g}" for vc, g in sorted(result.quotas.items()))]
-        (p / STORE_QUOTA_FILE).write_text("\n".join(lines) + "\n")
+        write_quotas(p / STORE_QUOTA_FILE, result.quotas)
     pq.write_table(result.waiting, p / "waiting.parquet", compression="zstd")
     return p
 

@@ -37,6 +37,7 @@ from philly_analyze.synth.schedule import Scheduler, get_scheduler
 from philly_analyze.synth.timeseries import MinuteModel
 from philly_analyze.synth.workload import Window, sample_workload
 from philly_analyze.timeutil import DEFAULT_TIMEZONE
+from philly_analyze.vcquota import STORE_QUOTA_FILE, write_quotas
 
 FORMATS = ("philly", "yarn", "framework", "ganglia")
 #: Everything ``synthesize`` may create directly under ``out`` (``--force`` removes only these).
@@ -137,10 +138,7 @@ def synthesize(out: Path, config: SynthConfig, progress: Progress | None = None)
     res.files["ground_truth"].append(manifest)
     # The quotas the scheduler enforced, as a `report --vc-quotas` / `replay --quotas` file:
     # without them both infer quotas from GPU-time shares, which can differ on small traces.
-    quotas = out / "ground_truth" / "vc_quotas.csv"
-    quotas.write_text(
-        "vc,gpus\n" + "".join(f"{vc},{n}\n" for vc, n in sorted(hist.sched.quotas.items()))
-    )
+    quotas = write_quotas(out / "ground_truth" / STORE_QUOTA_FILE, hist.sched.quotas)
     res.files["ground_truth"].append(quotas)
     res.seconds = time.perf_counter() - t_start
     return res

@@ -108,7 +108,7 @@ def paper(gpus: int | None, seed: int, model: Path | None, fmt: str, figures: Pa
         from philly_analyze.sim.sharing.figures import plot_day, plot_slowdown
 
         figures.mkdir(parents=True, exist_ok=True)
-        p = {"before": cfg.paper.paper_before, "after": cfg.paper.paper_after}
+        p = cfg.paper.published()
         plot_day(comp.results, figures / "muxflow_paper_day.png", paper=p)
         plot_slowdown(comp.results, figures / "muxflow_paper_slowdown.png")
         click.echo(f"figures in {figures}", err=True)

@@ -150,6 +150,10 @@ class PaperScenarioCfg:
     paper_before: dict[str, float] = field(default_factory=dict)
     paper_after: dict[str, float] = field(default_factory=dict)
 
+    def published(self) -> dict[str, dict[str, float]]:
+        """The paper's headline numbers by side: {"before": {...}, "after": {...}}."""
+        return {"before": self.paper_before, "after": self.paper_after}
+
 
 _SECTIONS: dict[str, type] = {
     "cluster": ClusterCfg,
