@@ -253,16 +253,19 @@ def build_store(
             con.register("mach", pa.table({"machine_id": mids, "ngpu": sizes}))
             minutes = int(days * 1440)
             t0 = T0.isoformat()
-            gpus = (
-                "SELECT machine_id, g AS gpu_idx, hash(machine_id) % 97 AS base "
-                "FROM mach, range(8) r(g) WHERE g < ngpu"
+            # As ingest stores the published trace's cluster_gpu_util: one wide row per
+            # machine-minute (gpu_util_wide), unpivoted by the gpu_util view.
+            values = ", ".join(
+                f"CASE WHEN {g} < ngpu THEN "
+                f"((hash(m * 7919 + (hash(machine_id) % 97) * 31 + {g}) % 1000) / 10.0)::FLOAT "
+                f"END AS gpu{g}_util"
+                for g in range(8)
             )
             b.copy_query(
-                "gpu_util",
+                "gpu_util_wide",
                 con,
-                f"SELECT TIMESTAMPTZ '{t0}' + to_minutes(m) AS time, machine_id, gpu_idx, "
-                f"((hash(m * 7919 + base * 31 + gpu_idx) % 1000) / 10.0)::FLOAT AS util "
-                f"FROM range({minutes}) t(m), ({gpus}) g",
+                f"SELECT TIMESTAMPTZ '{t0}' + to_minutes(m) AS time, machine_id, {values} "
+                f"FROM range({minutes}) t(m), mach",
             )
             b.copy_query(
                 "cpu_util",

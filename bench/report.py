@@ -22,7 +22,7 @@ import time
 from bench._util import SCRATCH
 
 #: Bump when bench/_reportstore.py changes what it writes.
-STORE_VERSION = "1"
+STORE_VERSION = "2"
 
 #: Runs the CLI in a fresh process and reports wall time, peak RSS and CPU time (all threads):
 #: CPU seconds tell what a busy shared machine hides in the wall time.

