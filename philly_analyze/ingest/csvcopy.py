@@ -34,38 +34,36 @@ def parsed_time_cte(raw: str, strict: bool) -> str:
     ``__month`` (INTEGER yyyymm of the UTC time, the partition key) of the ``time`` column
     (``2017-10-03 00:08:00 PDT``; a time without a zone is read in the zone given as the ``?``
     parameter). Rows whose time does not parse raise an error when ``strict``, else are dropped.
-    The UTC time is built as a naive TIMESTAMP first: date parts of naive times are cheap."""
-    cases = " ".join(
-        f"WHEN {sql_literal(k)} THEN __naive + INTERVAL {v} HOUR"
+
+    This runs once per row of files with tens of millions of rows, where it is most of the
+    cost beyond DuckDB's own CSV-to-Parquet copy, so it is built for few vector operations
+    (measured on cluster_cpu_util, 2 GB: about 15% less CPU than a step-by-step version):
+    - the zone suffix (``substr(time, 20)``: `` PDT``, or empty when there is none) picks a
+      branch, and a CASE evaluates only its branch for each row, so the text is cast once;
+    - a cast of the whole text to TIMESTAMP reads the suffix and ignores it, and the suffix
+      CASE admits only the known ones (with the leading space), so the format stays strict;
+    - the UTC time is kept as epoch microseconds, which ``make_timestamptz`` takes without
+      the time-zone machinery a CAST to TIMESTAMPTZ goes through;
+    - the month comes from a naive TIMESTAMP: year() and month() of a TIMESTAMPTZ go through
+      ICU and cost twice as much.
+    """
+    cast = "epoch_us(TRY_CAST(time AS TIMESTAMP))"
+    branches = " ".join(
+        f"WHEN {sql_literal(' ' + k)} THEN {cast} + {v * 3_600_000_000}"
         for k, v in _SUFFIX_TO_UTC_HOURS.items()
     )
-    utc = (
-        "CASE WHEN __naive IS NULL THEN NULL "
-        "WHEN length(time) = 19 THEN CAST(timezone(?::VARCHAR, __naive) AS TIMESTAMP) "
-        f"ELSE CASE substr(time, 21) {cases} ELSE NULL END END"
-    )
-    # TRY_CAST of the ISO text is cheaper than strptime for the same result, and cheaper on
-    # the whole text than on substr(time, 1, 19) (~20%): a cast to TIMESTAMP reads the zone
-    # suffix and ignores it. The length check and the suffix CASE below keep it as strict as
-    # the format (19 characters, or 23 with a known zone suffix).
-    naive = (
-        "SELECT *, CASE WHEN length(time) IN (19, 23) "
-        "THEN TRY_CAST(time AS TIMESTAMP) END AS __naive "
-        f"FROM {raw}"
-    )
-    check = (
-        "CASE WHEN __u IS NULL THEN error('unparsable time: ' || coalesce(time, 'NULL')) "
-        "ELSE __u END"
-        if strict
-        else "__u"
-    )
-    inner = f"SELECT *, {check} AS __un FROM (SELECT *, {utc} AS __u FROM ({naive}))"
-    where = "" if strict else " WHERE __un IS NOT NULL"
+    local = "epoch_us(CAST(timezone(?::VARCHAR, TRY_CAST(time AS TIMESTAMP)) AS TIMESTAMP))"
+    us = f"CASE substr(time, 20) {branches} WHEN '' THEN {local} END"
+    inner = f"(SELECT *, {us} AS __us FROM {raw})"
+    if strict:
+        fail = "error('unparsable time: ' || coalesce(time, 'NULL'))"
+        checked = f"SELECT *, coalesce(__us, {fail}) AS __ok FROM {inner}"
+    else:
+        checked = f"SELECT *, __us AS __ok FROM {inner} WHERE __us IS NOT NULL"
+    naive = "make_timestamp(__ok)"
     return (
-        # make_timestamptz(epoch_us(...)) reinterprets the naive UTC time without the ICU
-        # time-zone machinery a CAST to TIMESTAMPTZ goes through (~20% of the copy's time).
-        "parsed AS (SELECT *, make_timestamptz(epoch_us(__un)) AS __utc, "
-        f"(year(__un) * 100 + month(__un))::INTEGER AS __month FROM ({inner}){where})"
+        f"parsed AS (SELECT *, make_timestamptz(__ok) AS __utc, "
+        f"(year({naive}) * 100 + month({naive}))::INTEGER AS __month FROM ({checked}))"
     )
 
 
