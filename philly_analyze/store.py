@@ -46,6 +46,9 @@ from philly_analyze import schemas
 from philly_analyze.errors import StoreError
 
 STORE_VERSION = 1
+#: Bump when the SQL of the views changes: a store whose views were made by another version
+#: gets them rebuilt when opened (as temporary views when opened read-only).
+VIEWS_VERSION = "2"
 DEFAULT_STORE = "philly-store"
 PARQUET_OPTS: dict[str, Any] = {"compression": "zstd"}
 #: Rows per Parquet row group in DuckDB-written files: larger than DuckDB's default (122,880),
@@ -287,12 +290,13 @@ class Store:
                 f.unlink()
 
     def _views_stale(self) -> bool:
-        """Views are rebuilt when the store was moved (they hold absolute paths)."""
+        """Views are rebuilt when the store was moved (they hold absolute paths) or made by a
+        philly-analyze whose views differ."""
         try:
-            row = _first(self.con.execute("SELECT value FROM _meta WHERE key = 'root'").fetchall())
+            meta = dict(self.con.execute("SELECT key, value FROM _meta").fetchall())
         except duckdb.CatalogException:
             return False
-        return row is None or row[0] != str(self.path)
+        return meta.get("root") != str(self.path) or meta.get("views") != VIEWS_VERSION
 
     # ------------------------------------------------------------------ writing
     @contextmanager
@@ -415,6 +419,7 @@ class Store:
             self.con.execute(f"{create} {name} AS {body}")
         if not temporary:
             self.con.execute("INSERT OR REPLACE INTO _meta VALUES ('root', ?)", [str(self.path)])
+            self.con.execute("INSERT OR REPLACE INTO _meta VALUES ('views', ?)", [VIEWS_VERSION])
 
     # ------------------------------------------------------------------ reading
     def sql(self, query: str, params: Sequence[Any] | None = None) -> duckdb.DuckDBPyRelation:
@@ -521,12 +526,16 @@ def _read(paths: Sequence[str], stored: schemas.Table, target: schemas.Table) ->
     columns = target.physical_columns
     if stored.name == target.name:
         return f"SELECT {', '.join(c.name for c in columns)} FROM {src}"
-    values = schemas.wide_value_columns(stored)
+    # One SELECT per value column: each reads three columns and its filter reaches the Parquet
+    # scan, and a filter on the index drops whole branches. Measured on a 600 MB slice of
+    # cluster_gpu_util: 2-6x faster than unnesting a list of the values, and as fast as
+    # reading long rows.
     index, value = [c for c in columns if c.name not in ("time", "machine_id")]
-    return (
-        f"SELECT time, machine_id, (i - 1)::{schemas.duckdb_type(index.type)} AS {index.name}, "
-        f"v[i] AS {value.name} FROM (SELECT time, machine_id, [{', '.join(values)}] AS v "
-        f"FROM {src}), range(1, {len(values) + 1}) AS r(i) WHERE v[i] IS NOT NULL"
+    index_type = schemas.duckdb_type(index.type)
+    return " UNION ALL ".join(
+        f"SELECT time, machine_id, {i}::{index_type} AS {index.name}, {col} AS {value.name} "
+        f"FROM {src} WHERE {col} IS NOT NULL"
+        for i, col in enumerate(schemas.wide_value_columns(stored))
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 
 from philly_analyze.store import Store
@@ -104,3 +105,21 @@ def test_merged_row_counts_are_what_the_views_hold(store_dir: Path) -> None:
         # Four rows read from two sources; m1 is in both, so the analyses see three.
         assert s.row_counts()["cpu_util"] == 4
         assert s.merged_row_counts()["cpu_util"] == 3
+
+
+def test_views_made_by_another_version_are_rebuilt_on_open(store_dir: Path) -> None:
+    """A store keeps working across upgrades that change the views' SQL."""
+    with Store(store_dir) as s:
+        _write(s, "philly_cpu_util", "cpu_util", _cpu(["m1", "m2"], 20.0))
+        # What an older philly-analyze might have left: other view SQL, another views version.
+        s.con.execute("CREATE OR REPLACE VIEW cpu_util AS SELECT * FROM cpu_util_all LIMIT 0")
+        s.con.execute("UPDATE _meta SET value = 'old' WHERE key = 'views'")
+    with Store(store_dir, read_only=True) as s:  # rebuilt as temporary views for this session
+        assert s.scalar("SELECT count(*) FROM cpu_util") == 2
+    con = duckdb.connect(str(store_dir / "catalog.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM cpu_util").fetchall() == [(0,)]  # still old
+    con.close()
+    Store(store_dir).close()  # a write open rebuilds them in the catalog
+    con = duckdb.connect(str(store_dir / "catalog.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM cpu_util").fetchall() == [(2,)]
+    con.close()
