@@ -20,7 +20,7 @@ from pathlib import Path
 
 import duckdb
 
-from bench._util import SCRATCH, python_measured
+from bench._util import SCRATCH, python_measured_cpu
 
 JOBS = 117_325
 DAYS = int(os.environ.get("PHILLY_BENCH_DAYS", "75"))
@@ -75,16 +75,17 @@ except SystemExit as e:
 """
 
 
-def _baseline(base_out: Path) -> tuple[float, float, dict[str, float]]:
+def _baseline(base_out: Path) -> tuple[float, float, dict[str, float], float]:
     shutil.rmtree(base_out, ignore_errors=True)
     base_out.mkdir(parents=True)
-    secs, rss, out = python_measured(BASELINE, str(INPUT), str(base_out))
-    return secs, rss, {name: float(v) for name, v in (ln.split() for ln in out.splitlines())}
+    secs, rss, cpu, out = python_measured_cpu(BASELINE, str(INPUT), str(base_out))
+    by_file = {name: float(v) for name, v in (ln.split() for ln in out.splitlines())}
+    return secs, rss, by_file, cpu
 
 
-def _ours(store: Path) -> tuple[float, float, dict[str, float], int]:
+def _ours(store: Path) -> tuple[float, float, dict[str, float], int, float]:
     shutil.rmtree(store, ignore_errors=True)
-    secs, rss, _ = python_measured(OURS, str(INPUT), str(store))
+    secs, rss, cpu, _ = python_measured_cpu(OURS, str(INPUT), str(store))
     con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
     by_file = {
         Path(src).name: float(s)
@@ -95,7 +96,7 @@ def _ours(store: Path) -> tuple[float, float, dict[str, float], int]:
         for t in ("jobs", "attempts", "placements", "gpu_util", "cpu_util", "mem_util", "machines")
     )
     con.close()
-    return secs, rss, by_file, rows
+    return secs, rss, by_file, rows, cpu
 
 
 def run() -> None:
@@ -111,7 +112,8 @@ def run() -> None:
         ours.append(_ours(SCRATCH / "ingest-store"))
         print(
             f"  run {i + 1}: duckdb {base[-1][0]:6.1f} s   ours {ours[-1][0]:6.1f} s   "
-            f"ratio {ours[-1][0] / base[-1][0]:.2f}x",
+            f"ratio {ours[-1][0] / base[-1][0]:.2f}x   (CPU seconds: duckdb {base[-1][3]:.0f}, "
+            f"ours {ours[-1][4]:.0f})",
             flush=True,
         )
     b_secs = statistics.median(b[0] for b in base)
@@ -126,6 +128,9 @@ def run() -> None:
         f"peak RSS {max(o[1] for o in ours):7.0f} MB  {rows / o_secs:,.0f} rows/s ({rows:,} rows)"
     )
     print(f"ratio of medians: {o_secs / b_secs:.2f}x (target <= 1.5x); peak RSS target < 2048 MB")
+    b_cpu = statistics.median(b[3] for b in base)
+    o_cpu = statistics.median(o[4] for o in ours)
+    print(f"CPU seconds, medians: duckdb {b_cpu:.0f}, ours {o_cpu:.0f} ({o_cpu / b_cpu:.2f}x)")
     for name in sorted(base[0][2]):
         b_med = statistics.median(b[2][name] for b in base)
         o_med = statistics.median(o[2].get(name, float("nan")) for o in ours)
