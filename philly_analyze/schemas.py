@@ -51,7 +51,7 @@ class Table:
     #: Physical-only: Parquet files with no view of their own (the catalog has ``<name>_all``).
     physical_only: bool = False
     #: Stored wide, read long: the files hold the rows of this (long) table, one value column
-    #: per index (``WIDE_VALUE_COLUMNS``), and the store's views unpivot them into it.
+    #: per index (``wide_value_columns``), and the store's views unpivot them into it.
     wide_form_of: str | None = None
 
     @property
@@ -398,9 +398,14 @@ def logical_table(name: str) -> str:
     return TABLES[name].wide_form_of or name
 
 
+#: Columns that identify a row of a per-machine time series; a wide table has them, then its
+#: value columns, and its long table has them, then an index and a value column.
+SERIES_KEY = ("time", "machine_id")
+
+
 def wide_value_columns(table: Table) -> list[str]:
     """The value columns of a wide table, in index order (column i holds index i)."""
-    return [c.name for c in table.physical_columns if c.name not in ("time", "machine_id")]
+    return [c.name for c in table.physical_columns if c.name not in SERIES_KEY]
 
 
 #: Which source wins when several describe the same job (lower = preferred). Columns of the

@@ -124,7 +124,8 @@ class Batch:
 
         The query must produce the physical columns of ``table``; partitioned tables are split
         by month of ``time`` (UTC), or by ``month_column`` when the query already provides it
-        as an INTEGER yyyymm (cheaper). Returns rows written."""
+        as an INTEGER yyyymm (cheaper). Returns rows written; for a wide table, the rows of
+        the long table they hold (also what ``rows`` records, under the long table's name)."""
         t = schemas.TABLES[table]
         cols = ", ".join(
             f"CAST({c.name} AS {schemas.duckdb_type(c.type)}) AS {c.name}"
@@ -154,9 +155,16 @@ class Batch:
             )
         rows = con.execute(sql, params or []).fetchall()
         written = int(rows[0][0]) if rows else 0
-        self.rows[table] = self.rows.get(table, 0) + written
         if written == 0:
             shutil.rmtree(target, ignore_errors=True)
+            return 0
+        if schemas.logical_table(table) != table:
+            # Count what the wide rows hold, as the file list will (_file_rows).
+            written = sum(
+                _file_rows(table, pq.ParquetFile(f).metadata) for f in target.rglob("*.parquet")
+            )
+            table = schemas.logical_table(table)
+        self.rows[table] = self.rows.get(table, 0) + written
         return written
 
     def reject(self, source: str, line_no: int | None, reason: str, raw: str | None) -> None:
@@ -530,7 +538,7 @@ def _read(paths: Sequence[str], stored: schemas.Table, target: schemas.Table) ->
     # scan, and a filter on the index drops whole branches. Measured on a 600 MB slice of
     # cluster_gpu_util: 2-6x faster than unnesting a list of the values, and as fast as
     # reading long rows.
-    index, value = [c for c in columns if c.name not in ("time", "machine_id")]
+    index, value = [c for c in columns if c.name not in schemas.SERIES_KEY]
     index_type = schemas.duckdb_type(index.type)
     return " UNION ALL ".join(
         f"SELECT time, machine_id, {i}::{index_type} AS {index.name}, {col} AS {value.name} "

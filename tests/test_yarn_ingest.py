@@ -382,14 +382,18 @@ def test_fall_back_hour_is_read_in_log_order(tmp_path: Path, store_dir: Path) ->
     log = tmp_path / "rm.log"
     log.write_text("\n".join(lines) + "\n")
     assert ingest(store_dir, log).exit_code == 0
-    with Store(store_dir, read_only=True) as s:
-        times = s.df("SELECT time FROM scheduler_events ORDER BY line_no")["time"].tolist()
-    assert times == [
+    assert _event_times(store_dir, "line_no") == [
         ts("2021-11-07 08:30"),
         ts("2021-11-07 08:50"),
         ts("2021-11-07 09:10"),
         ts("2021-11-07 10:05"),
     ]
+
+
+def _event_times(store_dir: Path, order: str) -> list[object]:
+    """scheduler_events times, ordered by the column ``order`` (a literal of the test)."""
+    with Store(store_dir, read_only=True) as s:
+        return s.df(f"SELECT time FROM scheduler_events ORDER BY {order}")["time"].tolist()
 
 
 def test_rolled_file_that_begins_inside_the_repeated_hour(tmp_path: Path, store_dir: Path) -> None:
@@ -413,9 +417,7 @@ def test_rolled_file_that_begins_inside_the_repeated_hour(tmp_path: Path, store_
         + "\n"
     )
     assert ingest(store_dir, tmp_path / "rm.log", tmp_path / "rm.log.1").exit_code == 0
-    with Store(store_dir, read_only=True) as s:
-        times = s.df("SELECT time FROM scheduler_events ORDER BY time")["time"].tolist()
-    assert times == [
+    assert _event_times(store_dir, "time") == [
         ts("2021-11-07 08:40"),
         ts("2021-11-07 09:20"),
         ts("2021-11-07 09:45"),

@@ -466,42 +466,41 @@ class _CsvSession:
         written, rejected = copy_csv(
             source, self.batch, spec, timezone=self.ctx.timezone, tracker=self.ctx.tracker
         )
-        if schemas.logical_table(spec.table) != "gpu_util":
-            return SourceResult({spec.table: written}, rejected, spec.table)
-        values, observed = self._observe(spec.table)
-        return SourceResult(
-            {"gpu_util": values, "machine_observations": observed}, rejected, "gpu_util"
-        )
+        table = schemas.logical_table(spec.table)
+        rows = {table: written}
+        if table == "gpu_util":
+            rows["machine_observations"] = self._observe(spec.table)
+        return SourceResult(rows, rejected, table)
 
-    def _observe(self, table: str) -> tuple[int, int]:
+    def _observe(self, table: str) -> int:
         """Per machine, how many GPUs carried data (for machines.observed_num_gpus), from the
-        staged files of ``table`` (gpu_util, or its wide form). Returns (gpu_util rows,
-        machine_observations rows)."""
+        staged files of ``table`` (gpu_util, or its wide form)."""
         files = sorted((self.batch.staging / table).rglob("*.parquet"))
         if not files:
-            return 0, 0
+            return 0
         lst = ", ".join(sql_literal(str(f)) for f in files)
         if table == "gpu_util":
-            per_machine = "(max(gpu_idx) + 1) AS n, count(*) AS k"
+            gpus = "max(gpu_idx) + 1"
         else:
             # Plain per-column counts: a CASE per value per row cost 3x as much.
-            gpus = schemas.wide_value_columns(schemas.TABLES[table])
-            counts = [f"count({g})" for g in gpus]
-            highest = ", ".join(f"CASE WHEN {c} > 0 THEN {i + 1} END" for i, c in enumerate(counts))
-            per_machine = f"greatest({highest}) AS n, {' + '.join(counts)} AS k"
+            gpus = "greatest({})".format(
+                ", ".join(
+                    f"CASE WHEN count({g}) > 0 THEN {i + 1} END"
+                    for i, g in enumerate(schemas.wide_value_columns(schemas.TABLES[table]))
+                )
+            )
         con = connect()
         try:
             tbl = con.sql(
                 f"SELECT machine_id, n::SMALLINT AS observed_num_gpus, first_seen, last_seen, "
-                f"k, {sql_literal(self.fmt.name)} AS source FROM ("
-                f"SELECT machine_id, {per_machine}, min(time) AS first_seen, "
+                f"{sql_literal(self.fmt.name)} AS source FROM ("
+                f"SELECT machine_id, {gpus} AS n, min(time) AS first_seen, "
                 f"max(time) AS last_seen FROM read_parquet([{lst}]) GROUP BY machine_id) "
                 f"WHERE n IS NOT NULL"
             ).to_arrow_table()
         finally:
             con.close()
-        values = sum(tbl.column("k").to_pylist())
-        return values, self.batch.write("machine_observations", tbl.drop_columns(["k"]))
+        return self.batch.write("machine_observations", tbl)
 
     def finish(self) -> dict[str, int]:
         return {}
