@@ -13,6 +13,7 @@ from philly_analyze.cli.ingest_output import OutcomePrinter
 from philly_analyze.cli.options import quiet_option, store_option
 from philly_analyze.errors import UserError
 from philly_analyze.ingest.formats import IngestContext, get_format, load_formats
+from philly_analyze.ingest.ganglia_hosts import parse_host_pattern
 from philly_analyze.ingest.pipeline import IngestReport, check_report, ingest_paths
 from philly_analyze.progress import stderr_console, track
 from philly_analyze.store import Store
@@ -23,6 +24,14 @@ def _format_names() -> list[str]:
     return [f.name for f in load_formats()]
 
 
+def _host_pattern(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        parse_host_pattern(value)
+    except ValueError as e:
+        raise click.BadParameter(f"{value!r}: {e}") from None
+    return value
+
+
 @click.command(
     "ingest",
     epilog="""\b
@@ -30,6 +39,7 @@ Examples:
   philly-analyze ingest trace-data.tar.gz --store philly-store
   philly-analyze ingest sample_data/ --store demo-store
   philly-analyze ingest rm.log rm.log.1.gz logs/ --timezone UTC
+  philly-analyze ingest ganglia/ --ganglia-host-pattern '(?P<host>[^_]+)_(?P<metric>.+)'
 """,
 )
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -53,6 +63,16 @@ Examples:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="CSV (path,job_id,attempt_idx) naming the job attempt of each framework log.",
 )
+@click.option(
+    "--ganglia-host-pattern",
+    default="auto",
+    show_default=True,
+    metavar="auto|folder|REGEX",
+    callback=_host_pattern,
+    help="Host of Ganglia CSV/rrdtool exports: auto (HOST_METRIC.csv file names, else the "
+    "folder), folder, or a regex with (?P<host>...) [and (?P<metric>...)] matched against "
+    "the file name without extensions.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option(
     "-v", "--verbose", is_flag=True, help="A line for every file (grouped formats are folded)."
@@ -65,6 +85,7 @@ def command(
     timezone: str,
     format_name: str | None,
     framework_mapping: Path | None,
+    ganglia_host_pattern: str,
     as_json: bool,
     verbose: bool,
     quiet: bool,
@@ -93,7 +114,12 @@ def command(
     printer = OutcomePrinter(console, verbose=verbose, quiet=quiet)
 
     with Store(store_path) as store, track("reading", None, quiet=quiet) as tracker:
-        ctx = IngestContext(timezone=timezone, tracker=tracker, framework_mapping=mapping)
+        ctx = IngestContext(
+            timezone=timezone,
+            tracker=tracker,
+            framework_mapping=mapping,
+            ganglia_host_pattern=ganglia_host_pattern,
+        )
         report = ingest_paths(
             store, paths, ctx=ctx, replace=replace, force_format=fmt, on_outcome=printer
         )

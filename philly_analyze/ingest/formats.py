@@ -40,6 +40,8 @@ class IngestContext:
     #: Messages for the user (printed on stderr by the CLI).
     notes: list[str] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
+    #: Host of host-less Ganglia exports: auto, folder or a regex (ganglia_hosts.py).
+    ganglia_host_pattern: str = "auto"
 
     def note(self, message: str) -> None:
         self.notes.append(message)
