@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from datetime import datetime
 from pathlib import Path
 
 import click
@@ -17,11 +18,23 @@ from philly_analyze.ingest.ganglia_hosts import parse_host_pattern
 from philly_analyze.ingest.pipeline import IngestReport, check_report, ingest_paths
 from philly_analyze.progress import stderr_console, track
 from philly_analyze.store import Store
-from philly_analyze.timeutil import DEFAULT_TIMEZONE, check_timezone
+from philly_analyze.timeutil import (
+    DEFAULT_ORIGIN,
+    DEFAULT_TIMEZONE,
+    check_timezone,
+    parse_origin,
+)
 
 
 def _format_names() -> list[str]:
     return [f.name for f in load_formats()]
+
+
+def _origin(ctx: click.Context, param: click.Parameter, value: str) -> datetime:
+    try:
+        return parse_origin(value)
+    except ValueError as e:
+        raise click.BadParameter(f"{value!r}: {e} (an ISO time or 'epoch')") from None
 
 
 def _host_pattern(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -40,6 +53,8 @@ Examples:
   philly-analyze ingest sample_data/ --store demo-store
   philly-analyze ingest rm.log rm.log.1.gz logs/ --timezone UTC
   philly-analyze ingest ganglia/ --ganglia-host-pattern '(?P<host>[^_]+)_(?P<metric>.+)'
+  philly-analyze ingest traces/*.trace --gavel-throughputs throughputs.json --gavel-gpu v100
+  philly-analyze ingest rfold_philly_arrivals.csv --origin 2017-08-07T00:00:00-07:00
 """,
 )
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -73,6 +88,25 @@ Examples:
     "folder), folder, or a regex with (?P<host>...) [and (?P<metric>...)] matched against "
     "the file name without extensions.",
 )
+@click.option(
+    "--origin",
+    default=DEFAULT_ORIGIN.isoformat(),
+    show_default=True,
+    callback=_origin,
+    help="Where relative times count from (job lists with submit seconds, Gavel arrival "
+    "seconds): an ISO time (UTC unless it has an offset) or 'epoch' for Unix times.",
+)
+@click.option(
+    "--gavel-throughputs",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Gavel throughputs JSON (gavel_simulation_throughputs.json) for Gavel trace durations.",
+)
+@click.option(
+    "--gavel-gpu",
+    default="v100",
+    show_default=True,
+    help="GPU type of the throughputs column used for Gavel trace durations.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option(
     "-v", "--verbose", is_flag=True, help="A line for every file (grouped formats are folded)."
@@ -86,6 +120,9 @@ def command(
     format_name: str | None,
     framework_mapping: Path | None,
     ganglia_host_pattern: str,
+    origin: datetime,
+    gavel_throughputs: Path | None,
+    gavel_gpu: str,
     as_json: bool,
     verbose: bool,
     quiet: bool,
@@ -119,6 +156,9 @@ def command(
             tracker=tracker,
             framework_mapping=mapping,
             ganglia_host_pattern=ganglia_host_pattern,
+            origin=origin,
+            gavel_throughputs=gavel_throughputs,
+            gavel_gpu=gavel_gpu,
         )
         report = ingest_paths(
             store, paths, ctx=ctx, replace=replace, force_format=fmt, on_outcome=printer

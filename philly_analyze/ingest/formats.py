@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from philly_analyze.ingest.source import Source
 from philly_analyze.progress import NullTracker, Tracker
 from philly_analyze.store import Batch
-from philly_analyze.timeutil import DEFAULT_TIMEZONE
+from philly_analyze.timeutil import DEFAULT_ORIGIN, DEFAULT_TIMEZONE
 
 
 @dataclass
@@ -42,6 +44,11 @@ class IngestContext:
     options: dict[str, Any] = field(default_factory=dict)
     #: Host of host-less Ganglia exports: auto, folder or a regex (ganglia_hosts.py).
     ganglia_host_pattern: str = "auto"
+    #: Origin of relative times (Gavel arrival seconds, job lists with submit seconds).
+    origin: datetime = DEFAULT_ORIGIN
+    #: Gavel throughputs JSON for trace durations, and its GPU column (gavel.py).
+    gavel_throughputs: Path | None = None
+    gavel_gpu: str = "v100"
 
     def note(self, message: str) -> None:
         self.notes.append(message)
@@ -92,6 +99,7 @@ _LOADED = False
 FORMAT_MODULES = (
     "philly_analyze.ingest.philly",
     "philly_analyze.ingest.joblist",
+    "philly_analyze.ingest.gavel",
     "philly_analyze.ingest.yarn",
     "philly_analyze.ingest.ganglia",
     "philly_analyze.ingest.framework",
