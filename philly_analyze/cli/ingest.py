@@ -14,6 +14,7 @@ from philly_analyze.cli.ingest_output import OutcomePrinter
 from philly_analyze.cli.options import quiet_option, store_option
 from philly_analyze.errors import UserError
 from philly_analyze.ingest.formats import IngestContext, get_format, load_formats
+from philly_analyze.ingest.framework_ids import JOB_KEYS
 from philly_analyze.ingest.ganglia_hosts import parse_host_pattern
 from philly_analyze.ingest.pipeline import IngestReport, check_report, ingest_paths
 from philly_analyze.progress import stderr_console, track
@@ -55,6 +56,7 @@ Examples:
   philly-analyze ingest ganglia/ --ganglia-host-pattern '(?P<host>[^_]+)_(?P<metric>.+)'
   philly-analyze ingest traces/*.trace --gavel-throughputs throughputs.json --gavel-gpu v100
   philly-analyze ingest rfold_philly_arrivals.csv --origin 2017-08-07T00:00:00-07:00
+  philly-analyze ingest slurm-logs/ --framework-job-key filename
 """,
 )
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -77,6 +79,14 @@ Examples:
     "--framework-mapping",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="CSV (path,job_id,attempt_idx) naming the job attempt of each framework log.",
+)
+@click.option(
+    "--framework-job-key",
+    type=click.Choice(JOB_KEYS),
+    default="ids",
+    show_default=True,
+    help="Framework logs that no mapping or YARN id names: skip them (ids), or key each job by "
+    "the file's name without extensions (filename) or its folder's name (folder).",
 )
 @click.option(
     "--ganglia-host-pattern",
@@ -119,6 +129,7 @@ def command(
     timezone: str,
     format_name: str | None,
     framework_mapping: Path | None,
+    framework_job_key: str,
     ganglia_host_pattern: str,
     origin: datetime,
     gavel_throughputs: Path | None,
@@ -155,6 +166,7 @@ def command(
             timezone=timezone,
             tracker=tracker,
             framework_mapping=mapping,
+            framework_job_key=framework_job_key,
             ganglia_host_pattern=ganglia_host_pattern,
             origin=origin,
             gavel_throughputs=gavel_throughputs,

@@ -39,6 +39,8 @@ class IngestContext:
     tracker: Tracker = field(default_factory=NullTracker)
     #: Framework logs: CSV mapping file path -> (job_id, attempt_idx); see framework.py.
     framework_mapping: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: Framework logs no id names: skipped (ids), or keyed by file or folder name.
+    framework_job_key: str = "ids"
     #: Messages for the user (printed on stderr by the CLI).
     notes: list[str] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
