@@ -169,7 +169,7 @@ class _Session:
         if ev is None:
             ev = self.evidence[key] = Evidence(self.scanner)
         ev.register(source.name)
-        provided = f"epochs, failures: {key[0]} attempt {key[1]} ({found.how} id)"
+        provided = f"epochs, failures: {key[0]} attempt {key[1]} (from the {found.how})"
         parts: list[bytes] = []
         try:
             with source.open(self.ctx.tracker) as raw:

@@ -10,9 +10,10 @@ Five formats, each grouped (all files of a format in one ``ingest`` call form on
 ``rrdtool_dump``    ``rrdtool dump`` of a gmetad RRD
 ==================  ==========================================================================
 
-Readers (``ganglia_xml``, ``ganglia_text``) stream samples to Parquet; ``finish()`` resamples
-every series to one row per minute with the one rule of ``resample.py`` and routes metrics
-(``data/ganglia_metrics.json``):
+Readers (``ganglia_xml``, ``ganglia_text``) stream samples to Parquet (host-less exports get
+their host from the file name or folder, ``ganglia_hosts``); ``finish()`` sets aside samples
+that sources disagree on (``ganglia_conflicts``), resamples every series to one row per minute
+with the one rule of ``resample.py`` and routes metrics (``data/ganglia_metrics.json``):
 
 - ``gpu{i}_util`` -> ``gpu_util`` (gpu_idx i); other ``gpu{i}_<m>`` -> ``gpu_metrics`` (metric m);
 - ``cpu_util`` = 100 - ``cpu_idle`` (``cpu_user + cpu_system`` for hosts without cpu_idle),
