@@ -31,6 +31,8 @@ DEFAULT_TIMEZONE = "America/Los_Angeles"
 #: job lists with submit seconds): a fixed, arbitrary instant inside the published trace's
 #: span (2017-08-07 to 2017-12-22), so such jobs sort among Philly's. ``--origin`` changes it.
 DEFAULT_ORIGIN = datetime(2017, 10, 1, tzinfo=UTC)
+#: Relative times beyond this many seconds (about 317 years) are refused as out of range.
+MAX_RELATIVE_S = 1e10
 
 #: Fixed offsets of the zone abbreviations found in the Philly utilization files (hours east).
 ZONE_ABBREVIATIONS: dict[str, int] = {"PDT": -7, "PST": -8, "UTC": 0, "GMT": 0}

@@ -129,19 +129,28 @@ def test_nine_field_layout_and_bad_lines(tmp_path: Path) -> None:
     # Gavel's 2020 parse_trace: the current layout without working_directory.
     nine = "A3C\tpython3 main.py --env PongDeterministic-v4\t--max_steps\t0\t8857\t1\t1\t-1\t60\n"
     (tmp_path / "t.trace").write_text(
-        current("LM (batch size 10)", 400, 1, 0) + nine + "LM (batch size 10)\tx\t-n\t1\tmany\n"
+        current("LM (batch size 10)", 400, 1, 0)
+        + nine
+        + "LM (batch size 10)\tx\t-n\t1\tmany\n"
+        + current("A3C", 1, 99_999_999_999, 0)  # would overflow num_gpus (int32)
+        + current("A3C", 1, 1, 0).replace("\t0\n", "\t1e300\n")
     )
     thr = tmp_path / "thr.json"
-    thr.write_text(json.dumps({"v100": {"('A3C', 1)": {"null": 11.0}}}))
+    # A byte that is not UTF-8 inside a string of the JSON (a type name) is replaced.
+    thr.write_bytes(b'{"v100": {"(\'A3C\', 1)": {"null": 11.0}, "(\'B\xff\', 1)": {"null": 1}}}')
     r = ingest(tmp_path / "s", tmp_path / "t.trace", "--gavel-throughputs", thr)
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["rejected"] == 1
+    assert json.loads(r.stdout)["rejected"] == 3
     got = durations(tmp_path / "s")
     assert got["t-2"][1:3] == (1, 8857 / 11.0)
     assert got["t-1"][2:4] == (None, ["no_throughput"])
     with Store(tmp_path / "s", read_only=True) as st:
-        rej = st.con.execute("SELECT line_no, reason FROM rejects").fetchall()
-    assert rej == [(3, "expected 7, 9 or 10 tab-separated fields (Gavel traces), found 5")]
+        rej = st.con.execute("SELECT line_no, reason FROM rejects ORDER BY 1").fetchall()
+    assert rej == [
+        (3, "expected 7, 9 or 10 tab-separated fields (Gavel traces), found 5"),
+        (4, "scale_factor 99999999999 is more GPUs than any cluster has"),
+        (5, "arrival time '1e300' is out of range"),
+    ]
 
 
 def test_msr_traces_with_the_real_throughputs(reference: Path, store_dir: Path) -> None:

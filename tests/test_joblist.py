@@ -67,6 +67,8 @@ def test_submit_seconds_from_an_origin(tmp_path: Path) -> None:
         "a,0.25,1.5,2\n"  # origin + 0.25 s; 1.5 min = 90 s
         "b,3600.000001,0.5,1\n"  # origin + 1 h + 1 µs; 30 s
         "c,soon,1,1\n"  # not a number: rejected
+        "d,1e300,1,1\n"  # beyond any date: rejected
+        "e,1,1,1e12\n"  # more GPUs than the store's int32 holds: rejected
     )
     r = CliRunner().invoke(
         main,
@@ -74,16 +76,20 @@ def test_submit_seconds_from_an_origin(tmp_path: Path) -> None:
     )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    assert out["rejected"] == 1
+    assert out["rejected"] == 3
     with Store(tmp_path / "s", read_only=True) as st:
         got = st.con.execute(
             "SELECT job_id, epoch_us(submit_time), a.duration_s, j.num_gpus "
             "FROM jobs j JOIN attempts a USING (job_id) ORDER BY 1"
         ).fetchall()
-        rej = st.con.execute("SELECT line_no, reason FROM rejects").fetchall()
+        rej = st.con.execute("SELECT line_no, reason FROM rejects ORDER BY 1").fetchall()
     t0 = int(datetime(2017, 11, 1, 15, tzinfo=UTC).timestamp()) * 1_000_000  # 08:00 PDT
     assert got == [("a", t0 + 250_000, 90.0, 2), ("b", t0 + 3_600_000_001, 30.0, 1)]
-    assert rej == [(4, "bad row: submit time 'soon' is not a number of seconds")]
+    assert rej == [
+        (4, "bad row: submit time 'soon' is not a number of seconds"),
+        (5, "bad row: submit time '1e300' is out of range"),
+        (6, "bad row: duration '1' or GPUs '1e12' is not a number >= 0"),
+    ]
     assert (
         "job_list_csv: arrivals.csv: 'submit_time_s' counted from 2017-11-01T15:00:00+00:00 "
         "(--origin)"

@@ -42,9 +42,10 @@ import numpy as np
 
 from philly_analyze.errors import InputFormatError
 from philly_analyze.ingest.formats import Format, IngestContext, SourceResult, register
-from philly_analyze.ingest.joblist import stem_of, write_jobs
+from philly_analyze.ingest.joblist import MAX_GPUS, stem_of, write_jobs
 from philly_analyze.ingest.source import Source, file_source
 from philly_analyze.store import Batch
+from philly_analyze.timeutil import MAX_RELATIVE_S
 
 #: Start of Gavel's throughputs JSON: {"k80": {"('ResNet-18 (batch size 16)', 1)": ...
 _THROUGHPUTS_RE = re.compile(r'\s*\{\s*"(k80|p100|v100)[a-z_]*"\s*:\s*\{\s*"\(\'')
@@ -99,8 +100,10 @@ def parse_line(line: str) -> TraceJob | str:
         return f"not a Gavel trace line ({len(f)} fields): {e}"
     if needs not in (0, 1) or scale < 1 or not (math.isfinite(steps) and steps >= 0):
         return "needs_data_dir must be 0 or 1, scale_factor >= 1, total_steps >= 0"
-    if not math.isfinite(arrival):
-        return f"arrival time {f[lay.arrival_time]!r} is not finite"
+    if scale > MAX_GPUS:
+        return f"scale_factor {scale} is more GPUs than any cluster has"
+    if not abs(arrival) <= MAX_RELATIVE_S:
+        return f"arrival time {f[lay.arrival_time]!r} is out of range"
     return TraceJob(f[0], steps, scale, arrival, weight != 1 or slo >= 0)
 
 
@@ -130,7 +133,8 @@ def load_throughputs(data: Any, gpu: str, name: str) -> Throughputs:
 def _read_json(source: Source, ctx: IngestContext) -> Any:
     with source.open(ctx.tracker) as f:
         try:
-            return json.loads(f.read())
+            # Undecodable bytes can only be inside strings (job type names): replaced, not fatal.
+            return json.loads(f.read().decode("utf-8", "replace"))
         except json.JSONDecodeError as e:
             raise InputFormatError(
                 f"invalid JSON: {e.msg}", source=source.name, line=e.lineno

@@ -42,7 +42,7 @@ from philly_analyze.ingest.formats import Format, IngestContext, SourceResult, r
 from philly_analyze.ingest.source import Source
 from philly_analyze.schemas import UTC_TS
 from philly_analyze.store import Batch
-from philly_analyze.timeutil import DEFAULT_ORIGIN, localize_naive
+from philly_analyze.timeutil import DEFAULT_ORIGIN, MAX_RELATIVE_S, localize_naive
 
 COLUMNS: dict[str, tuple[str, ...]] = {
     "submit": (
@@ -79,6 +79,8 @@ STATUS_MAP = {
 LAST_OUTCOME = {"passed": "passed", "killed": "killed", "unsuccessful": "failed"}
 #: Relative submit times at least this large look like Unix times (2001 onwards).
 UNIX_LIKE_S = 1e9
+#: More GPUs than this for one job is not a real job (and overflows the store's int32).
+MAX_GPUS = 1_000_000
 _BRACKETED_UNIT = re.compile(r"\s*[(\[]\s*([a-z]+)\s*[)\]]$")
 
 
@@ -265,8 +267,10 @@ class _CsvSession:
         if t is None:
             kind = "a number of seconds" if relative else "a date and time"
             return f"submit time {submit!r} is not {kind}"
+        if relative and not abs(t) <= MAX_RELATIVE_S:  # type: ignore[arg-type]
+            return f"submit time {submit!r} is out of range"
         gpus = _number(g)
-        if d is None or d < 0 or gpus is None or gpus < 0 or gpus != int(gpus):
+        if d is None or d < 0 or gpus is None or not 0 <= gpus <= MAX_GPUS or gpus != int(gpus):
             return f"duration {cell('duration')!r} or GPUs {g!r} is not a number >= 0"
         rows.ids.append(cell("job_id") or key)
         rows.submit.append(t)
