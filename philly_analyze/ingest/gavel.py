@@ -44,6 +44,7 @@ from philly_analyze.errors import InputFormatError
 from philly_analyze.ingest.formats import Format, IngestContext, SourceResult, register
 from philly_analyze.ingest.joblist import MAX_GPUS, stem_of, write_jobs
 from philly_analyze.ingest.source import Source, file_source
+from philly_analyze.progress import Tracker
 from philly_analyze.store import Batch
 from philly_analyze.timeutil import MAX_RELATIVE_S
 
@@ -130,8 +131,8 @@ def load_throughputs(data: Any, gpu: str, name: str) -> Throughputs:
     return table
 
 
-def _read_json(source: Source, ctx: IngestContext) -> Any:
-    with source.open(ctx.tracker) as f:
+def _read_json(source: Source, tracker: Tracker | None) -> Any:
+    with source.open(tracker) as f:
         try:
             # Undecodable bytes can only be inside strings (job type names): replaced, not fatal.
             return json.loads(f.read().decode("utf-8", "replace"))
@@ -169,7 +170,7 @@ class _GavelSession:
 
     def feed(self, source: Source) -> SourceResult:
         if source.head.lstrip().startswith(b"{"):
-            self.documents.append((source.name, _read_json(source, self.ctx)))
+            self.documents.append((source.name, _read_json(source, self.ctx.tracker)))
             return SourceResult({}, 0, "throughputs for gavel_trace durations")
         stem = stem_of(source.name)
         rejected = 0
@@ -193,7 +194,8 @@ class _GavelSession:
             src = file_source(self.ctx.gavel_throughputs)
             for name, _ in self.documents:
                 self.ctx.note(f"gavel_trace: {name} not used: --gavel-throughputs names {src.name}")
-            return src.name, load_throughputs(_read_json(src, self.ctx), gpu, src.name)
+            # Not one of the ingested sources: no progress counted for it.
+            return src.name, load_throughputs(_read_json(src, None), gpu, src.name)
         if not self.documents:
             raise InputFormatError(
                 "Gavel traces need a Gavel throughputs JSON for durations "
