@@ -17,6 +17,7 @@ need no rule.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
@@ -25,6 +26,13 @@ import pandas as pd
 from philly_analyze.errors import UserError
 
 DEFAULT_TIMEZONE = "America/Los_Angeles"
+
+#: Where relative times count from when the data gives no date (Gavel traces' arrival seconds,
+#: job lists with submit seconds): a fixed, arbitrary instant inside the published trace's
+#: span (2017-08-07 to 2017-12-22), so such jobs sort among Philly's. ``--origin`` changes it.
+DEFAULT_ORIGIN = datetime(2017, 10, 1, tzinfo=UTC)
+#: Relative times beyond this many seconds (about 317 years) are refused as out of range.
+MAX_RELATIVE_S = 1e10
 
 #: Fixed offsets of the zone abbreviations found in the Philly utilization files (hours east).
 ZONE_ABBREVIATIONS: dict[str, int] = {"PDT": -7, "PST": -8, "UTC": 0, "GMT": 0}
@@ -39,6 +47,15 @@ def check_timezone(name: str) -> str:
             f"unknown time zone {name!r}: use an IANA name such as America/Los_Angeles or UTC"
         ) from e
     return name
+
+
+def parse_origin(text: str) -> datetime:
+    """An ``--origin``: ISO 8601 (``2017-10-01``, ``2017-10-01T08:00:00-07:00``; no offset
+    means UTC) or ``epoch`` (1970-01-01 UTC, for Unix times). ``ValueError`` otherwise."""
+    if text.strip().lower() == "epoch":
+        return datetime(1970, 1, 1, tzinfo=UTC)
+    t = datetime.fromisoformat(text.strip())
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def localize_naive(naive: np.ndarray, tz: str) -> tuple[np.ndarray, np.ndarray]:

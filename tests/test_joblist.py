@@ -56,36 +56,81 @@ def test_job_list_columns_ids_status_and_rejects(tmp_path: Path) -> None:
     assert rej == [3, 4]
 
 
-def test_gavel_traces_with_throughputs(reference: Path, store_dir: Path) -> None:
-    traces = sorted((reference / "gavel-msr-traces").glob("*.trace"))
-    thr_file = reference / "colocation/gavel_simulation_throughputs.json"
-    r = ingest(store_dir, reference / "gavel-msr-traces", thr_file)
-    assert r.exit_code == 0, r.output
-    lines = [ln for t in traces for ln in t.read_text().splitlines() if ln.strip()]
-    thr = json.loads(thr_file.read_text())["p100"]
-    first = (reference / "gavel-msr-traces/795a4c.trace").read_text().splitlines()[0].split("\t")
-    want_first = int(first[4]) / thr[str((first[0], int(first[6])))]["null"]
-    # A 16-GPU job: Gavel measured up to 8 GPUs, so throughput scales 8 -> 16 linearly.
-    big = next(
-        (t.stem, i + 1, ln.split("\t"))
-        for t in traces
-        for i, ln in enumerate(t.read_text().splitlines())
-        if ln.split("\t")[6] == "16" and str((ln.split("\t")[0], 8)) in thr
+ORIGIN_PDT = "2017-11-01T08:00:00-07:00"
+EPOCH_UTC = ("--origin", "epoch", "--timezone", "UTC")
+
+
+def test_submit_seconds_from_an_origin(tmp_path: Path) -> None:
+    f = tmp_path / "arrivals.csv"
+    f.write_text(
+        "id,submit_time_s,duration (min),gpus\n"
+        "a,0.25,1.5,2\n"  # origin + 0.25 s; 1.5 min = 90 s
+        "b,3600.000001,0.5,1\n"  # origin + 1 h + 1 µs; 30 s
+        "c,soon,1,1\n"  # not a number: rejected
+        "d,1e300,1,1\n"  # beyond any date: rejected
+        "e,1,1,1e12\n"  # more GPUs than the store's int32 holds: rejected
     )
-    want_big = int(big[2][4]) / (thr[str((big[2][0], 8))]["null"] * 2)
+    r = CliRunner().invoke(
+        main,
+        ["ingest", str(f), "--store", str(tmp_path / "s"), "--json", "--origin", ORIGIN_PDT],
+    )
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["rejected"] == 3
+    with Store(tmp_path / "s", read_only=True) as st:
+        got = st.con.execute(
+            "SELECT job_id, epoch_us(submit_time), a.duration_s, j.num_gpus "
+            "FROM jobs j JOIN attempts a USING (job_id) ORDER BY 1"
+        ).fetchall()
+        rej = st.con.execute("SELECT line_no, reason FROM rejects ORDER BY 1").fetchall()
+    t0 = int(datetime(2017, 11, 1, 15, tzinfo=UTC).timestamp()) * 1_000_000  # 08:00 PDT
+    assert got == [("a", t0 + 250_000, 90.0, 2), ("b", t0 + 3_600_000_001, 30.0, 1)]
+    assert rej == [
+        (4, "bad row: submit time 'soon' is not a number of seconds"),
+        (5, "bad row: submit time '1e300' is out of range"),
+        (6, "bad row: duration '1' or GPUs '1e12' is not a number >= 0"),
+    ]
+    assert (
+        "job_list_csv: arrivals.csv: 'submit_time_s' counted from 2017-11-01T15:00:00+00:00 "
+        "(--origin)"
+    ) in out["notes"]
+
+
+def test_unix_times_and_subsecond_datetimes(tmp_path: Path) -> None:
+    unix = tmp_path / "unix.csv"
+    unix.write_text("timestamp,duration,num_gpus\n1507014480.5,60,1\n")
+    r = CliRunner().invoke(main, ["ingest", str(unix), "--store", str(tmp_path / "s"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert (
+        "job_list_csv: unix.csv: 'timestamp' counted from 2017-10-01T00:00:00+00:00 (--origin); "
+        "they look like Unix times: use --origin epoch"
+    ) in json.loads(r.stdout)["notes"]
+    dated = tmp_path / "dated.csv"
+    dated.write_text("submit_time,duration,num_gpus\n2017-10-03 07:08:00.125,60,1\n")
+    r = CliRunner().invoke(
+        main,
+        ["ingest", str(unix), str(dated), "--store", str(tmp_path / "e"), "-q", *EPOCH_UTC],
+    )
+    assert r.exit_code == 0, r.output
+    with Store(tmp_path / "e", read_only=True) as st:
+        got = dict(st.con.execute("SELECT job_id, epoch_us(submit_time) FROM jobs").fetchall())
+    # 1507014480 s = 2017-10-03 07:08:00 UTC: the Unix time and the datetime differ by 0.375 s.
+    assert got == {"unix-2": 1_507_014_480_500_000, "dated-2": 1_507_014_480_125_000}
+
+
+def test_rfold_arrivals(reference: Path, store_dir: Path) -> None:
+    f = reference / "philly/rfold_philly_arrivals.csv"
+    r = CliRunner().invoke(main, ["ingest", str(f), "--store", str(store_dir), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["rejected"] == 0
     with Store(store_dir, read_only=True) as st:
-        assert st.df("SELECT count(*) AS n FROM jobs")["n"][0] == len(lines) == 15_264
-        d = dict(st.con.execute("SELECT job_id, duration_s FROM attempts").fetchall())
-        sub = st.df("SELECT epoch(submit_time) AS t, vc FROM jobs WHERE job_id = '795a4c-1'").iloc[
-            0
-        ]
-    assert abs(d["795a4c-1"] - want_first) < 1e-6
-    assert abs(d[f"{big[0]}-{big[1]}"] - want_big) < 1e-6
-    assert sub["t"] == datetime(2017, 10, 1, tzinfo=UTC).timestamp() + float(first[5])
-    assert sub["vc"] == "795a4c"
-
-
-def test_gavel_traces_without_throughputs_fail_clearly(reference: Path, store_dir: Path) -> None:
-    r = ingest(store_dir, reference / "gavel-msr-traces/795a4c.trace")
-    assert r.exit_code == 1
-    assert "gavel_simulation_throughputs.json" in r.output
+        n = st.scalar("SELECT count(*) FROM jobs")
+        row = st.con.execute(
+            "SELECT epoch(submit_time), jobs.num_gpus, duration_s FROM jobs JOIN attempts "
+            "USING (job_id) WHERE job_id = '1'"
+        ).fetchone()
+        span = st.scalar("SELECT epoch(max(submit_time)) - epoch(min(submit_time)) FROM jobs")
+    # Line 3: "1,266563.0,CLOS,1,1,3222990.0": 266,563 s after the default origin, 1 GPU.
+    assert n == 111_549
+    assert row == (datetime(2017, 10, 1, tzinfo=UTC).timestamp() + 266_563, 1, 3_222_990.0)
+    assert span == 11_176_511  # the last arrival (the first is 0): 129.4 days

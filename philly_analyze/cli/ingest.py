@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from datetime import datetime
 from pathlib import Path
 
 import click
@@ -13,14 +14,36 @@ from philly_analyze.cli.ingest_output import OutcomePrinter
 from philly_analyze.cli.options import quiet_option, store_option
 from philly_analyze.errors import UserError
 from philly_analyze.ingest.formats import IngestContext, get_format, load_formats
+from philly_analyze.ingest.framework_ids import JOB_KEYS
+from philly_analyze.ingest.ganglia_hosts import parse_host_pattern
 from philly_analyze.ingest.pipeline import IngestReport, check_report, ingest_paths
 from philly_analyze.progress import stderr_console, track
 from philly_analyze.store import Store
-from philly_analyze.timeutil import DEFAULT_TIMEZONE, check_timezone
+from philly_analyze.timeutil import (
+    DEFAULT_ORIGIN,
+    DEFAULT_TIMEZONE,
+    check_timezone,
+    parse_origin,
+)
 
 
 def _format_names() -> list[str]:
     return [f.name for f in load_formats()]
+
+
+def _origin(ctx: click.Context, param: click.Parameter, value: str) -> datetime:
+    try:
+        return parse_origin(value)
+    except ValueError as e:
+        raise click.BadParameter(f"{value!r}: {e} (an ISO time or 'epoch')") from None
+
+
+def _host_pattern(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        parse_host_pattern(value)
+    except ValueError as e:
+        raise click.BadParameter(f"{value!r}: {e}") from None
+    return value
 
 
 @click.command(
@@ -30,6 +53,10 @@ Examples:
   philly-analyze ingest trace-data.tar.gz --store philly-store
   philly-analyze ingest sample_data/ --store demo-store
   philly-analyze ingest rm.log rm.log.1.gz logs/ --timezone UTC
+  philly-analyze ingest ganglia/ --ganglia-host-pattern '(?P<host>[^_]+)_(?P<metric>.+)'
+  philly-analyze ingest traces/*.trace --gavel-throughputs throughputs.json --gavel-gpu v100
+  philly-analyze ingest rfold_philly_arrivals.csv --origin 2017-08-07T00:00:00-07:00
+  philly-analyze ingest slurm-logs/ --framework-job-key filename
 """,
 )
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -53,6 +80,43 @@ Examples:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="CSV (path,job_id,attempt_idx) naming the job attempt of each framework log.",
 )
+@click.option(
+    "--framework-job-key",
+    type=click.Choice(JOB_KEYS),
+    default="ids",
+    show_default=True,
+    help="Framework logs that no mapping or YARN id names: skip them (ids), or key each job by "
+    "the file's name without extensions (filename) or its folder's name (folder).",
+)
+@click.option(
+    "--ganglia-host-pattern",
+    default="auto",
+    show_default=True,
+    metavar="auto|folder|REGEX",
+    callback=_host_pattern,
+    help="Host of Ganglia CSV/rrdtool exports: auto (HOST_METRIC.csv file names, else the "
+    "folder), folder, or a regex with (?P<host>...) [and (?P<metric>...)] matched against "
+    "the file name without extensions.",
+)
+@click.option(
+    "--origin",
+    default=DEFAULT_ORIGIN.isoformat(),
+    show_default=True,
+    callback=_origin,
+    help="Where relative times count from (job lists with submit seconds, Gavel arrival "
+    "seconds): an ISO time (UTC unless it has an offset) or 'epoch' for Unix times.",
+)
+@click.option(
+    "--gavel-throughputs",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Gavel throughputs JSON (gavel_simulation_throughputs.json) for Gavel trace durations.",
+)
+@click.option(
+    "--gavel-gpu",
+    default="v100",
+    show_default=True,
+    help="GPU type of the throughputs column used for Gavel trace durations.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option(
     "-v", "--verbose", is_flag=True, help="A line for every file (grouped formats are folded)."
@@ -65,6 +129,11 @@ def command(
     timezone: str,
     format_name: str | None,
     framework_mapping: Path | None,
+    framework_job_key: str,
+    ganglia_host_pattern: str,
+    origin: datetime,
+    gavel_throughputs: Path | None,
+    gavel_gpu: str,
     as_json: bool,
     verbose: bool,
     quiet: bool,
@@ -93,7 +162,16 @@ def command(
     printer = OutcomePrinter(console, verbose=verbose, quiet=quiet)
 
     with Store(store_path) as store, track("reading", None, quiet=quiet) as tracker:
-        ctx = IngestContext(timezone=timezone, tracker=tracker, framework_mapping=mapping)
+        ctx = IngestContext(
+            timezone=timezone,
+            tracker=tracker,
+            framework_mapping=mapping,
+            framework_job_key=framework_job_key,
+            ganglia_host_pattern=ganglia_host_pattern,
+            origin=origin,
+            gavel_throughputs=gavel_throughputs,
+            gavel_gpu=gavel_gpu,
+        )
         report = ingest_paths(
             store, paths, ctx=ctx, replace=replace, force_format=fmt, on_outcome=printer
         )

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from philly_analyze.ingest.source import Source
 from philly_analyze.progress import NullTracker, Tracker
 from philly_analyze.store import Batch
-from philly_analyze.timeutil import DEFAULT_TIMEZONE
+from philly_analyze.timeutil import DEFAULT_ORIGIN, DEFAULT_TIMEZONE
 
 
 @dataclass
@@ -37,9 +39,18 @@ class IngestContext:
     tracker: Tracker = field(default_factory=NullTracker)
     #: Framework logs: CSV mapping file path -> (job_id, attempt_idx); see framework.py.
     framework_mapping: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: Framework logs no id names: skipped (ids), or keyed by file or folder name.
+    framework_job_key: str = "ids"
     #: Messages for the user (printed on stderr by the CLI).
     notes: list[str] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
+    #: Host of host-less Ganglia exports: auto, folder or a regex (ganglia_hosts.py).
+    ganglia_host_pattern: str = "auto"
+    #: Origin of relative times (Gavel arrival seconds, job lists with submit seconds).
+    origin: datetime = DEFAULT_ORIGIN
+    #: Gavel throughputs JSON for trace durations, and its GPU column (gavel.py).
+    gavel_throughputs: Path | None = None
+    gavel_gpu: str = "v100"
 
     def note(self, message: str) -> None:
         self.notes.append(message)
@@ -90,6 +101,7 @@ _LOADED = False
 FORMAT_MODULES = (
     "philly_analyze.ingest.philly",
     "philly_analyze.ingest.joblist",
+    "philly_analyze.ingest.gavel",
     "philly_analyze.ingest.yarn",
     "philly_analyze.ingest.ganglia",
     "philly_analyze.ingest.framework",

@@ -38,7 +38,14 @@ from philly_analyze.ingest.formats import (
     SourceResult,
     register,
 )
-from philly_analyze.ingest.framework_ids import APP_RE, CONTAINER_RE, Mapping, resolve
+from philly_analyze.ingest.framework_ids import (
+    APP_RE,
+    CONTAINER_RE,
+    AttemptId,
+    Mapping,
+    from_file,
+    resolve,
+)
 from philly_analyze.ingest.framework_progress import (
     CHUNK_BYTES,
     UNITS,
@@ -139,6 +146,8 @@ class _Session:
     out: list[pa.Table] = field(default_factory=list)
     out_rows: int = 0
     how: Counter[str] = field(default_factory=Counter)
+    #: Jobs keyed by a file or folder name: key -> (folder it is unique in, first file).
+    key_scopes: dict[str, tuple[str, str]] = field(default_factory=dict)
     mapping: Mapping = field(init=False)
     gate: str = field(init=False)
 
@@ -148,6 +157,9 @@ class _Session:
 
     def feed(self, source: Source) -> SourceResult:
         found = resolve(source.name, source.head, self.mapping)
+        if isinstance(found, str) and self.ctx.framework_job_key != "ids":
+            own = from_file(source.name, self.ctx.framework_job_key)
+            found = self._claim(*own, source.name) if own else found
         if isinstance(found, str):
             self.how["skipped"] += 1
             raise SkipSource(found)
@@ -157,7 +169,7 @@ class _Session:
         if ev is None:
             ev = self.evidence[key] = Evidence(self.scanner)
         ev.register(source.name)
-        provided = f"epochs, failures: {key[0]} attempt {key[1]} ({found.how} id)"
+        provided = f"epochs, failures: {key[0]} attempt {key[1]} (from the {found.how})"
         parts: list[bytes] = []
         try:
             with source.open(self.ctx.tracker) as raw:
@@ -175,6 +187,18 @@ class _Session:
             cause = e.__cause__ or e
             raise InputFormatError(f"cannot read further: {cause}", source=source.name) from None
         return SourceResult({"epochs": n} if n else {}, 0, provided)
+
+    def _claim(self, found: AttemptId, scope: str, name: str) -> AttemptId | str:
+        """A job keyed by a file or folder name, unless files of another folder already have
+        that key (two runs would merge into one job)."""
+        first = self.key_scopes.setdefault(found.job_id, (scope, name))
+        if first[0] == scope:
+            return found
+        return (
+            f"job key {found.job_id!r} (its {found.how}) is already the job of {first[1]}, in "
+            "another folder: the two would merge into one job; key jobs by "
+            "--framework-job-key folder|filename or list the files in --framework-mapping"
+        )
 
     def _add_small(self, name: str, key: AttemptKey, data: bytes) -> None:
         if not data:

@@ -15,6 +15,13 @@ Tried in this order (the first that names a job wins):
    the ``CONTAINER_ID`` environment) if any, else application ids. Used only when they all
    name one application; the attempt only when they agree on one.
 
+4. With ``--framework-job-key filename`` or ``folder``, a file that none of the above names
+   takes its own name without extensions (``logs/run17.out`` and ``run17.err``: job ``run17``)
+   or its folder's name (``runs/run17/stdout.txt``: ``run17``; a folder ``attempt_<N>`` gives the
+   attempt N and its parent the job). These jobs have no YARN id, so they join nothing in
+   ``jobs``; their epochs and failure verdicts stand on their own. The default, ``ids``, skips
+   such files.
+
 A job without an attempt gets ``attempt_idx`` NULL (it cannot be joined to ``attempts``).
 """
 
@@ -29,6 +36,9 @@ APP_RE = re.compile(r"application_(\d+)_(\d+)")
 APPATTEMPT_RE = re.compile(r"appattempt_(\d+)_(\d+)_(\d+)")
 CONTAINER_RE = re.compile(r"container_(?:e\d+_)?(\d+)_(\d+)_(\d+)_\d+")
 ATTEMPT_COMPONENT_RE = re.compile(r"attempt[_-]?(\d+)")
+#: ``--framework-job-key`` values (see the module docstring, rule 4).
+JOB_KEYS = ("ids", "filename", "folder")
+_COMPRESSION = (".gz", ".bz2", ".xz")
 #: Bytes of a file's head searched for ids.
 CONTENT_BYTES = 64 * 1024
 
@@ -137,8 +147,37 @@ class Mapping:
         return AttemptId(value[0], value[1], "mapping")
 
 
+def from_file(name: str, job_key: str) -> tuple[AttemptId, str] | None:
+    """The job a file's own name (``filename``) or its folder's (``folder``) names, and the
+    folder that name is unique in (two jobs of one name elsewhere would merge)."""
+    comps = _components(name)
+    if job_key == "filename":
+        base = comps[-1]
+        for ext in _COMPRESSION:
+            base = base.removesuffix(ext)
+        stem = base.rsplit(".", 1)[0] if "." in base.lstrip(".") else base
+        attempt = _attempt_component(comps[:-1])
+        return AttemptId(stem, attempt, "file name"), "/".join(comps[:-1])
+    if job_key == "folder" and len(comps) >= 2:
+        folder, scope = comps[-2], comps[:-2]
+        m = ATTEMPT_COMPONENT_RE.fullmatch(folder)
+        if m and scope:
+            return AttemptId(scope[-1], int(m[1]), "folder name"), "/".join(scope[:-1])
+        return AttemptId(folder, None, "folder name"), "/".join(scope)
+    return None
+
+
+def _attempt_component(comps: list[str]) -> int | None:
+    for comp in reversed(comps):
+        m = ATTEMPT_COMPONENT_RE.fullmatch(comp)
+        if m:
+            return int(m[1])
+    return None
+
+
 def resolve(name: str, head: bytes, mapping: Mapping) -> AttemptId | str:
-    """The attempt of a log file, or a message saying why it cannot be told."""
+    """The attempt of a log file named by the mapping or YARN ids (rules 1-3), or a message
+    saying why it cannot be told."""
     found = mapping.lookup(name) or from_path(name)
     if found is not None:
         if found.attempt_idx is None and found.how == "path":
@@ -152,6 +191,6 @@ def resolve(name: str, head: bytes, mapping: Mapping) -> AttemptId | str:
     why = inner or "no application, app-attempt or container id in its path or first 64 KB"
     return (
         f"framework log of an unknown job: {why}; put it under a folder named after the "
-        "application id (framework/<application_id>/attempt_<N>/stdout.txt) or list it in "
-        "--framework-mapping"
+        "application id (framework/<application_id>/attempt_<N>/stdout.txt), list it in "
+        "--framework-mapping, or key jobs by --framework-job-key filename|folder"
     )

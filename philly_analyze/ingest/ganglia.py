@@ -10,9 +10,10 @@ Five formats, each grouped (all files of a format in one ``ingest`` call form on
 ``rrdtool_dump``    ``rrdtool dump`` of a gmetad RRD
 ==================  ==========================================================================
 
-Readers (``ganglia_xml``, ``ganglia_text``) stream samples to Parquet; ``finish()`` resamples
-every series to one row per minute with the one rule of ``resample.py`` and routes metrics
-(``data/ganglia_metrics.json``):
+Readers (``ganglia_xml``, ``ganglia_text``) stream samples to Parquet (host-less exports get
+their host from the file name or folder, ``ganglia_hosts``); ``finish()`` sets aside samples
+that sources disagree on (``ganglia_conflicts``), resamples every series to one row per minute
+with the one rule of ``resample.py`` and routes metrics (``data/ganglia_metrics.json``):
 
 - ``gpu{i}_util`` -> ``gpu_util`` (gpu_idx i); other ``gpu{i}_<m>`` -> ``gpu_metrics`` (metric m);
 - ``cpu_util`` = 100 - ``cpu_idle`` (``cpu_user + cpu_system`` for hosts without cpu_idle),
@@ -27,21 +28,22 @@ every series to one row per minute with the one rule of ``resample.py`` and rout
 from __future__ import annotations
 
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 
-from philly_analyze.errors import InputFormatError
 from philly_analyze.ingest import ganglia_text as text
 from philly_analyze.ingest import ganglia_xml as xml
 from philly_analyze.ingest.formats import Format, IngestContext, SkipSource, SourceResult, register
+from philly_analyze.ingest.ganglia_conflicts import without_conflicts
+from philly_analyze.ingest.ganglia_hosts import AUTO, FOLDER, HostNamer
 from philly_analyze.ingest.ganglia_samples import (
     ReadStats,
     SampleSink,
     metric_rules,
     path_host_stem,
-    series_names,
 )
 from philly_analyze.ingest.resample import per_minute_sql
 from philly_analyze.ingest.source import Source
@@ -75,18 +77,17 @@ class _GangliaFormat(Format):
         return _GangliaSession(batch, ctx, self)
 
 
-def _names_for(source: Source) -> Callable[[list[str]], list[tuple[str, str]]]:
+def _names_for(source: Source, ctx: IngestContext) -> HostNamer:
     """Series namer of a host-less export; skips gmetad's cluster summary folder."""
-    host, _ = path_host_stem(source.name)
-    if host in metric_rules()["summary_host_names"]:
-        raise SkipSource(f"{host}: a gmetad cluster summary (sum over hosts), not one host")
-    if not host:
-        raise InputFormatError(
-            "no host: this export names no host, and the file is not in a folder named after "
-            "one (<cluster>/<host>/<metric>.<ext>, like gmetad's RRD tree)",
-            source=source.name,
-        )
-    return lambda columns: series_names(source.name, columns)
+    folder, _ = path_host_stem(source.name)
+    if folder in metric_rules()["summary_host_names"]:
+        raise SkipSource(f"{folder}: a gmetad cluster summary (sum over hosts), not one host")
+    return HostNamer(source.name, ctx.ganglia_host_pattern)
+
+
+def _named(stats: ReadStats, names: HostNamer) -> ReadStats:
+    stats.host_from = names.host_from
+    return stats
 
 
 @register
@@ -113,10 +114,10 @@ class RrdtoolXport(_GangliaFormat):
         return t.startswith("{") and "RRDtool" in t and "meta" in t and "legend" in t
 
     def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
-        names = _names_for(source)
+        names = _names_for(source, ctx)
         if _text_head(source.head).startswith("{"):
-            return text.read_xport_json(source, sink, ctx, names)
-        return xml.read_xport_xml(source, sink, ctx.tracker, names)
+            return _named(text.read_xport_json(source, sink, ctx, names), names)
+        return _named(xml.read_xport_xml(source, sink, ctx.tracker, names), names)
 
 
 @register
@@ -129,7 +130,8 @@ class RrdtoolDump(_GangliaFormat):
         return t.startswith("<") and "<rrd>" in t and ("<lastupdate>" in t or "<version>" in t)
 
     def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
-        return xml.read_dump(source, sink, ctx.tracker, _names_for(source))
+        names = _names_for(source, ctx)
+        return _named(xml.read_dump(source, sink, ctx.tracker, names), names)
 
 
 @register
@@ -144,7 +146,8 @@ class GangliaCsv(_GangliaFormat):
         return text.looks_like_time(lines[1].split(",", 1)[0])
 
     def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
-        return text.read_csv(source, sink, ctx, batch, _names_for(source))
+        names = _names_for(source, ctx)
+        return _named(text.read_csv(source, sink, ctx, batch, names), names)
 
 
 @register
@@ -169,9 +172,16 @@ class _GangliaSession:
         self.sink = SampleSink(self.dir / "samples.parquet")
         self.strings = 0
         self.coarse: set[int] = set()
+        #: Source names, indexed by the samples' ``src``.
+        self.sources: list[str] = []
+        self.host_from: Counter[str] = Counter()
 
     def feed(self, source: Source) -> SourceResult:
+        self.sink.source_id = len(self.sources)
+        self.sources.append(source.name)
         st = self.fmt.read(source, self.sink, self.ctx, self.batch)
+        if st.host_from:
+            self.host_from[st.host_from] += 1
         self.strings += st.strings
         self.coarse |= {s for s in st.steps if s > 60}
         for n in st.notes:
@@ -182,6 +192,8 @@ class _GangliaSession:
         shown = ", ".join(metrics[:6]) + (", ..." if len(metrics) > 6 else "")
         hosts = sorted(st.hosts)
         on = f"host {', '.join(hosts)}" if len(hosts) <= 3 else f"{len(hosts)} hosts"
+        if st.host_from:
+            on += f" (from its {st.host_from})"
         provided = (
             f"{st.samples:,} samples, {len(st.series):,} series ({shown}) on {on}; "
             "per-minute rows written with the group"
@@ -195,6 +207,7 @@ class _GangliaSession:
             self.ctx.note(
                 f"{self.fmt.name}: {self.strings} text metric values (os_name...) not kept"
             )
+        self._note_hosts()
         if self.coarse:
             steps = ", ".join(f"{s} s" for s in sorted(self.coarse))
             self.ctx.note(
@@ -208,13 +221,27 @@ class _GangliaSession:
         finally:
             con.close()
 
+    def _note_hosts(self) -> None:
+        by_name = self.host_from["file name"]
+        if not by_name and self.ctx.ganglia_host_pattern in (AUTO, FOLDER):
+            return
+        from_folder = self.host_from["folder"]
+        self.ctx.note(
+            f"{self.fmt.name}: host of {by_name:,} files from their file name, {from_folder:,} "
+            f"from their folder (--ganglia-host-pattern {self.ctx.ganglia_host_pattern})"
+        )
+
     def _route(self, con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         r = metric_rules()
         con.execute("SET TimeZone = 'UTC'")
         con.execute(f"SET memory_limit = {sql_literal(RESAMPLE_MEMORY)}")
         con.execute(f"SET temp_directory = {sql_literal(str(self.dir / 'spill'))}")
         con.execute("SET preserve_insertion_order = false")
-        samples = f"read_parquet({sql_literal(str(self.sink.path))})"
+        samples, clashes = without_conflicts(
+            con, f"read_parquet({sql_literal(str(self.sink.path))})", self.sources, self.batch
+        )
+        for note in clashes.notes(self.fmt.name):
+            self.ctx.note(note)
         con.execute(f"CREATE TABLE pm AS {per_minute_sql(samples, ['machine_id', 'metric'])}")
         con.execute(
             "CREATE TABLE gpu AS SELECT time, machine_id, "
@@ -281,4 +308,6 @@ class _GangliaSession:
                GROUP BY pm.machine_id, g.n""",
             [self.fmt.name, util],
         )
+        if clashes.conflicts:
+            rows["rejects"] = clashes.conflicts  # counted as rejected, not as rows
         return rows

@@ -3,10 +3,9 @@ and how hosts and metric names are found when the data does not carry them.
 
 Host and metric come from the data where it has them (gmond/gmetad ``HOST NAME`` and ``METRIC
 NAME``, ganglia-web JSON ``host_name``/``metric_name``). CSV and rrdtool exports carry no host:
-it is the name of the file's folder, mirroring gmetad's layout
-``<rrd_root>/<cluster>/<host>/<metric>.rrd`` (export ``.../<cluster>/<host>/<metric>.csv``).
-Their metric is the column/legend/data-source name, or the file name without extensions when
-that name is generic (gmetad RRDs have a single data source called ``sum``).
+it comes from the file name or its folder (``ganglia_hosts``). Their metric is the
+column/legend/data-source name, or the file name without extensions when that name is generic
+(gmetad RRDs have a single data source called ``sum``).
 """
 
 from __future__ import annotations
@@ -34,6 +33,9 @@ SAMPLE_SCHEMA = pa.schema(
         pa.field("t0", pa.int64()),
         pa.field("t1", pa.int64()),
         pa.field("value", pa.float64()),
+        # Index of the source that gave the sample (``SampleSink.source_id``): conflicts
+        # between sources are reported per source (``ganglia_conflicts``).
+        pa.field("src", pa.int32()),
     ]
 )
 
@@ -63,8 +65,11 @@ class SampleSink:
     def __init__(self, path: Path):
         self.path = path
         self.count = 0
+        #: Set by the session before each source is read.
+        self.source_id = 0
         self._writer: pq.ParquetWriter | None = None
-        self._cols: tuple[list[str], list[str], list[int], list[int], list[float]] = (
+        self._cols: tuple[list[str], list[str], list[int], list[int], list[float], list[int]] = (
+            [],
             [],
             [],
             [],
@@ -75,12 +80,13 @@ class SampleSink:
         self._pending = 0
 
     def add(self, host: str, metric: str, t0_us: int, t1_us: int, value: float) -> None:
-        h, m, a, b, v = self._cols
+        h, m, a, b, v, src = self._cols
         h.append(host)
         m.append(metric)
         a.append(t0_us)
         b.append(t1_us)
         v.append(value)
+        src.append(self.source_id)
         if len(v) >= CHUNK_SAMPLES:
             self.flush()
 
@@ -99,6 +105,7 @@ class SampleSink:
                         pa.array(t0_us[keep], pa.int64()),
                         pa.array(t1_us[keep], pa.int64()),
                         pa.array(values[keep], pa.float64()),
+                        pa.array(np.full(n, self.source_id, np.int32)),
                     ],
                     schema=SAMPLE_SCHEMA,
                 )
@@ -151,6 +158,8 @@ class ReadStats:
     #: Steps (seconds) of consolidated rows; 0 for instantaneous readings.
     steps: set[int] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    #: Host-less exports: where the host came from ("file name" or "folder", ganglia_hosts).
+    host_from: str = ""
 
     def took(self, host: str, metric: str, n: int = 1) -> None:
         if n:
@@ -182,13 +191,3 @@ def path_host_stem(name: str) -> tuple[str, str]:
             break
         stem = stem[: -len(suffix)]
     return p.parent.name, stem
-
-
-def series_names(source_name: str, columns: list[str]) -> list[tuple[str, str]]:
-    """(host, metric) for each column/legend entry/data source of a host-less export."""
-    host, stem = path_host_stem(source_name)
-    generic = set(metric_rules()["generic_series_names"])
-    cleaned = [c.strip() for c in columns]
-    if len(cleaned) == 1 and cleaned[0].lower() in generic:
-        return [(host, stem)]
-    return [(host, c if c.lower() not in generic else f"{stem}:{c}") for c in cleaned]

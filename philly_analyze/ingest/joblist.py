@@ -1,35 +1,38 @@
 """Job lists without placements, for replaying real arrival patterns at full scale.
 
-- ``job_list_csv``: a CSV with a header naming at least a submit time, a duration and a GPU
-  count, e.g. the Pollux artifact's ``philly.csv`` (``timestamp,duration,num_gpus,gpu_time,
-  cluster``: 82,247 real Philly jobs). Recognised column names (case-insensitive):
-  submit ``timestamp|submit_time|submitted_time``, duration (s) ``duration|duration_s``,
-  GPUs ``num_gpus|gpus``, VC ``cluster|vc``, user ``user|user_id``, id ``job_id|jobid|id``,
-  status ``status``. Naive times are wall-clock in ``--timezone``. Without an id column a job
-  is ``<file stem>-<line>``.
-- ``gavel_trace``: Gavel's per-VC ``.trace`` files (7 tab-separated fields: job type,
-  command, step flag, needs-data-dir, total steps, arrival seconds, scale factor = GPUs).
-  Durations are ``total_steps / throughput(job type, scale factor)`` from Gavel's
-  ``gavel_simulation_throughputs.json``, which must be ingested in the same command (the
-  format is grouped: traces and throughputs meet in one session). Throughputs are those of
-  ``GAVEL_WORKER`` (P100: the closest Gavel worker type to the 24 GB P40s that hold 74% of
-  Philly's GPUs); scale factors Gavel did not measure scale linearly from the largest one it
-  did. Arrival seconds count from ``GAVEL_EPOCH``, a fixed, arbitrary origin (the files carry
-  none). The VC is the file's name (a Philly VC hash).
-Each job gets one attempt with its duration and no start (the data has none), so queueing
-delay is unknown until replayed.
+``job_list_csv``: a CSV with a header naming at least a submit time, a duration and a GPU count,
+e.g. the Pollux artifact's ``philly.csv`` (``timestamp,duration,num_gpus,gpu_time,cluster``:
+82,247 real Philly jobs) or RFold's ``philly_trace.csv`` (``#job id,arrival time (sec),topology,
+shape,size,duration (sec)``: 111,549 arrivals). Column names are compared after normalising
+them (lower case, a leading ``#`` dropped, spaces and dashes as ``_``) and taking a unit off
+their end, in brackets or after ``_`` (``(sec)``, ``[s]``, ``_s``, ``_ms``, ``_min``, ``_h``):
+
+==========  ===================================================================================
+submit      ``timestamp``, ``submit_time``, ``submitted_time``, ``submit``, ``submission_time``,
+            ``arrival_time``, ``arrival``
+duration    ``duration``, ``run_time``, ``runtime`` (seconds unless a unit says otherwise)
+GPUs        ``num_gpus``, ``gpus``, ``num_gpu``, ``gpu_num``, ``gpu``, ``size`` (RFold's)
+VC          ``cluster``, ``vc``, ``virtual_cluster``, ``queue``
+user        ``user``, ``user_id``
+id          ``job_id``, ``jobid``, ``id``
+status      ``status``
+==========  ===================================================================================
+
+A submit column with a unit, or whose first value is a number, holds **relative times**:
+``--origin`` + value x unit (default origin ``timeutil.DEFAULT_ORIGIN``; ``--origin epoch`` for
+Unix times), kept to the microsecond. Otherwise it holds wall-clock datetimes, read in
+``--timezone`` (also to the microsecond). Without an id column a job is ``<file stem>-<line>``.
+Each job gets one attempt with its duration and no start (the data has none), so queueing delay
+is unknown until replayed. Gavel's traces are in ``gavel.py``.
 """
 
 from __future__ import annotations
 
-import ast
 import csv
-import json
+import math
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -39,18 +42,33 @@ from philly_analyze.ingest.formats import Format, IngestContext, SourceResult, r
 from philly_analyze.ingest.source import Source
 from philly_analyze.schemas import UTC_TS
 from philly_analyze.store import Batch
-from philly_analyze.timeutil import localize_naive
+from philly_analyze.timeutil import DEFAULT_ORIGIN, MAX_RELATIVE_S, localize_naive
 
 COLUMNS: dict[str, tuple[str, ...]] = {
-    "submit": ("timestamp", "submit_time", "submitted_time"),
-    "duration": ("duration", "duration_s"),
-    "gpus": ("num_gpus", "gpus"),
-    "vc": ("cluster", "vc"),
+    "submit": (
+        "timestamp",
+        "submit_time",
+        "submitted_time",
+        "submit",
+        "submission_time",
+        "arrival_time",
+        "arrival",
+    ),
+    "duration": ("duration", "run_time", "runtime"),
+    "gpus": ("num_gpus", "gpus", "num_gpu", "gpu_num", "gpu", "size"),
+    "vc": ("cluster", "vc", "virtual_cluster", "queue"),
     "user": ("user", "user_id"),
     "job_id": ("job_id", "jobid", "id"),
     "status": ("status",),
 }
 REQUIRED = ("submit", "duration", "gpus")
+#: Seconds per unit of a column name's unit suffix.
+UNITS: dict[str, float] = {
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1.0),
+    "ms": 0.001,
+    **dict.fromkeys(("min", "mins", "minute", "minutes"), 60.0),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600.0),
+}
 STATUS_MAP = {
     "pass": "passed",
     "passed": "passed",
@@ -59,29 +77,55 @@ STATUS_MAP = {
     "unsuccessful": "unsuccessful",
 }
 LAST_OUTCOME = {"passed": "passed", "killed": "killed", "unsuccessful": "failed"}
-GAVEL_WORKER = "p100"
-GAVEL_EPOCH = datetime(2017, 10, 1, tzinfo=UTC)
-#: Start of Gavel's throughputs JSON: {"k80": {"('ResNet-18 (batch size 16)', 1)": ...
-_THROUGHPUTS_RE = re.compile(r'\s*\{\s*"(k80|p100|v100)[a-z_]*"\s*:\s*\{\s*"\(\'')
+#: Relative submit times at least this large look like Unix times (2001 onwards).
+UNIX_LIKE_S = 1e9
+#: More GPUs than this for one job is not a real job (and overflows the store's int32).
+MAX_GPUS = 1_000_000
+_BRACKETED_UNIT = re.compile(r"\s*[(\[]\s*([a-z]+)\s*[)\]]$")
 
 
-def _header_map(line: str) -> dict[str, int] | None:
-    fields = [f.strip().lower() for f in next(csv.reader([line]), [])]
-    found: dict[str, int] = {}
+@dataclass(frozen=True)
+class Column:
+    """A recognised column: its index and the seconds per unit its name states (None: none)."""
+
+    index: int
+    unit: float | None
+
+
+def _name_and_unit(header_cell: str) -> tuple[str, float | None]:
+    """Normalised column name and the unit its name states."""
+    name = header_cell.strip().lower().lstrip("#").strip()
+    unit: float | None = None
+    m = _BRACKETED_UNIT.search(name)
+    if m and m[1] in UNITS:
+        unit, name = UNITS[m[1]], name[: m.start()]
+    name = re.sub(r"[\s\-]+", "_", name.strip())
+    if unit is None and "_" in name:
+        base, _, suffix = name.rpartition("_")
+        if suffix in UNITS and not any(name in names for names in COLUMNS.values()):
+            unit, name = UNITS[suffix], base
+    return name, unit
+
+
+def header_map(line: str) -> dict[str, Column] | None:
+    """The recognised columns of a header line, or None if it lacks a required one."""
+    cells = [_name_and_unit(f) for f in next(csv.reader([line]), [])]
+    found: dict[str, Column] = {}
     for key, names in COLUMNS.items():
-        for i, f in enumerate(fields):
-            if f in names:
-                found[key] = i
+        for i, (name, unit) in enumerate(cells):
+            if name in names:
+                found[key] = Column(i, unit)
                 break
     return found if all(k in found for k in REQUIRED) else None
 
 
-def _stem(name: str) -> str:
+def stem_of(name: str) -> str:
+    """A source's file name without extensions (archive members: the member's)."""
     base = Path(name.split("!")[-1]).name
     return base.split(".")[0] or base
 
 
-def _write(
+def write_jobs(
     batch: Batch,
     fmt: str,
     ids: list[str],
@@ -90,23 +134,25 @@ def _write(
     user: list[str | None],
     status: list[str | None],
     gpus: list[int],
-    dur: list[float],
+    dur: list[float | None],
+    flags: list[list[str] | None] | None = None,
 ) -> dict[str, int]:
+    """One job with one attempt (its duration, no start) per list element."""
     ts = pa.array(submit_utc.astype("datetime64[us]"), pa.timestamp("us")).cast(UTC_TS)
     n = len(ids)
-    rows = {
-        "jobs": batch.write(
-            "jobs",
-            {
-                "job_id": ids,
-                "vc": pa.array(vc, pa.string()),
-                "user_id": pa.array(user, pa.string()),
-                "status": pa.array(status, pa.string()),
-                "submit_time": ts,
-                "num_gpus": pa.array(gpus, pa.int32()),
-                "source": [fmt] * n,
-            },
-        ),
+    jobs = {
+        "job_id": ids,
+        "vc": pa.array(vc, pa.string()),
+        "user_id": pa.array(user, pa.string()),
+        "status": pa.array(status, pa.string()),
+        "submit_time": ts,
+        "num_gpus": pa.array(gpus, pa.int32()),
+        "source": [fmt] * n,
+    }
+    if flags is not None:
+        jobs["flags"] = pa.array(flags, pa.list_(pa.string()))
+    return {
+        "jobs": batch.write("jobs", jobs),
         "attempts": batch.write(
             "attempts",
             {
@@ -119,10 +165,8 @@ def _write(
             },
         ),
     }
-    return rows
 
 
-# --------------------------------------------------------------------------- CSV job lists
 @register
 class JobListCsv(Format):
     name = "job_list_csv"
@@ -132,10 +176,31 @@ class JobListCsv(Format):
 
     def sniff(self, name: str, head: bytes) -> bool:
         line = head.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
-        return "," in line and _header_map(line) is not None
+        return "," in line and header_map(line) is not None
 
     def session(self, batch: Batch, ctx: IngestContext) -> _CsvSession:
         return _CsvSession(batch, ctx)
+
+
+def _number(text: str) -> float | None:
+    try:
+        v = float(text)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+@dataclass
+class _Rows:
+    """The columns of one job list, as read."""
+
+    ids: list[str] = field(default_factory=list)
+    submit: list[str | float] = field(default_factory=list)
+    vc: list[str | None] = field(default_factory=list)
+    user: list[str | None] = field(default_factory=list)
+    status: list[str | None] = field(default_factory=list)
+    gpus: list[int] = field(default_factory=list)
+    dur: list[float | None] = field(default_factory=list)
 
 
 @dataclass
@@ -144,19 +209,15 @@ class _CsvSession:
     ctx: IngestContext
 
     def feed(self, source: Source) -> SourceResult:
-        cols: dict[str, int] | None = None
-        ids: list[str] = []
-        naive: list[str] = []
-        vc: list[str | None] = []
-        user: list[str | None] = []
-        status: list[str | None] = []
-        gpus: list[int] = []
-        dur: list[float] = []
+        cols: dict[str, Column] | None = None
+        header: list[str] = []
+        relative: bool | None = None
+        rows = _Rows()
         rejected = 0
-        stem = _stem(source.name)
+        stem = stem_of(source.name)
         for line_no, line in source.text_lines(self.ctx.tracker):
             if cols is None:
-                cols = _header_map(line)
+                cols, header = header_map(line), next(csv.reader([line]), [])
                 if cols is None:
                     raise InputFormatError(
                         "header names no submit time, duration and GPU columns",
@@ -167,144 +228,95 @@ class _CsvSession:
             if not line.strip():
                 continue
             row = next(csv.reader([line]))
-            try:
-                t = row[cols["submit"]].strip().replace("T", " ")
-                np.datetime64(t.replace(" ", "T"), "s")
-                d = float(row[cols["duration"]])
-                g = int(float(row[cols["gpus"]]))
-                if d < 0 or g < 0 or not np.isfinite(d):
-                    raise ValueError("negative or non-finite duration or GPUs")
-            except (ValueError, IndexError) as e:
-                self.batch.reject(source.name, line_no, f"bad row: {e}", line)
+            if relative is None:
+                relative = _is_relative(cols["submit"], row)
+            problem = self._add(rows, cols, row, relative, f"{stem}-{line_no}")
+            if problem:
+                self.batch.reject(source.name, line_no, f"bad row: {problem}", line)
                 rejected += 1
-                continue
+        if cols is None:
+            return SourceResult({}, rejected, "")
+        submit_utc = self._submit_times(rows.submit, relative, cols["submit"])
+        if relative:
+            self._note_origin(source.name, header[cols["submit"].index], rows.submit)
+        out = write_jobs(
+            self.batch,
+            JobListCsv.name,
+            rows.ids,
+            submit_utc,
+            rows.vc,
+            rows.user,
+            rows.status,
+            rows.gpus,
+            rows.dur,
+        )
+        return SourceResult(out, rejected, "jobs: vc, user_id, submit_time, num_gpus; attempts")
 
-            def opt(key: str, row: list[str] = row, cols: dict[str, int] = cols) -> str | None:
-                i = cols.get(key)
-                v = row[i].strip() if i is not None and i < len(row) else ""
-                return v or None
+    def _add(
+        self, rows: _Rows, cols: dict[str, Column], row: list[str], relative: bool, key: str
+    ) -> str:
+        """Append one data row; the reason it is bad otherwise."""
 
-            ids.append(opt("job_id") or f"{stem}-{line_no}")
-            naive.append(t.replace(" ", "T"))
-            vc.append(opt("vc"))
-            user.append(opt("user"))
-            s = opt("status")
-            status.append(STATUS_MAP.get(s.lower()) if s else None)
-            gpus.append(g)
-            dur.append(d)
-        utc, _ = localize_naive(np.array(naive, dtype="datetime64[s]"), self.ctx.timezone)
-        rows = _write(self.batch, JobListCsv.name, ids, utc, vc, user, status, gpus, dur)
-        return SourceResult(rows, rejected, "jobs: vc, user_id, submit_time, num_gpus; attempts")
+        def cell(name: str) -> str | None:
+            c = cols.get(name)
+            v = row[c.index].strip() if c is not None and c.index < len(row) else ""
+            return v or None
+
+        submit, d, g = cell("submit") or "", _number(cell("duration") or ""), cell("gpus") or ""
+        t: str | float | None = _number(submit) if relative else _datetime_text(submit)
+        if t is None:
+            kind = "a number of seconds" if relative else "a date and time"
+            return f"submit time {submit!r} is not {kind}"
+        if relative and not abs(t) <= MAX_RELATIVE_S:  # type: ignore[arg-type]
+            return f"submit time {submit!r} is out of range"
+        gpus = _number(g)
+        if d is None or d < 0 or gpus is None or not 0 <= gpus <= MAX_GPUS or gpus != int(gpus):
+            return f"duration {cell('duration')!r} or GPUs {g!r} is not a number >= 0"
+        rows.ids.append(cell("job_id") or key)
+        rows.submit.append(t)
+        rows.vc.append(cell("vc"))
+        rows.user.append(cell("user"))
+        s = cell("status")
+        rows.status.append(STATUS_MAP.get(s.lower()) if s else None)
+        rows.gpus.append(int(gpus))
+        rows.dur.append(d * (cols["duration"].unit or 1.0))
+        return ""
+
+    def _submit_times(self, submit: list, relative: bool | None, col: Column) -> np.ndarray:
+        if relative:
+            origin = np.datetime64(self.ctx.origin.replace(tzinfo=None), "us")
+            us = np.round(np.asarray(submit, dtype=np.float64) * (col.unit or 1.0) * 1e6)
+            return origin + us.astype("timedelta64[us]")
+        utc, _ = localize_naive(np.array(submit, dtype="datetime64[us]"), self.ctx.timezone)
+        return utc
+
+    def _note_origin(self, name: str, column: str, submit: list) -> None:
+        origin = self.ctx.origin
+        hint = ""
+        if submit and min(submit) >= UNIX_LIKE_S and origin == DEFAULT_ORIGIN:
+            hint = "; they look like Unix times: use --origin epoch"
+        self.ctx.note(
+            f"job_list_csv: {Path(name.rsplit('!', 1)[-1]).name}: {column.strip()!r} counted "
+            f"from {origin.isoformat()} (--origin){hint}"
+        )
 
     def finish(self) -> dict[str, int]:
         return {}
 
 
-# --------------------------------------------------------------------------- Gavel traces
-def _is_gavel_line(line: str) -> bool:
-    f = line.rstrip("\r\n").split("\t")
-    if len(f) != 7:
-        return False
+def _is_relative(col: Column, first_row: list[str]) -> bool:
+    """Whether a list's submit column holds relative seconds: its name states a unit, or its
+    first value is a number."""
+    if col.unit is not None:
+        return True
+    return col.index < len(first_row) and _number(first_row[col.index].strip()) is not None
+
+
+def _datetime_text(text: str) -> str | None:
+    """ISO-like date and time as numpy parses it (``T`` separator), or None."""
+    t = text.replace(" ", "T", 1)
     try:
-        int(f[4])
-        float(f[5])
-        int(f[6])
+        v = np.datetime64(t, "us")
     except ValueError:
-        return False
-    return True
-
-
-@register
-class GavelTrace(Format):
-    name = "gavel_trace"
-    description = "Gavel job traces (*.trace) + gavel_simulation_throughputs.json for durations"
-    grouped = True
-
-    def sniff(self, name: str, head: bytes) -> bool:
-        text = head[:4096].decode("utf-8", "replace")
-        if text.lstrip().startswith("{"):
-            return _THROUGHPUTS_RE.match(text) is not None
-        return _is_gavel_line(text.split("\n", 1)[0])
-
-    def session(self, batch: Batch, ctx: IngestContext) -> _GavelSession:
-        return _GavelSession(batch, ctx)
-
-
-@dataclass
-class _GavelSession:
-    batch: Batch
-    ctx: IngestContext
-    jobs: list[tuple[str, str, float, str, int, int]] = field(default_factory=list)
-    throughputs: dict[tuple[str, int], float] | None = None
-    rejected: int = 0
-
-    def feed(self, source: Source) -> SourceResult:
-        if source.head.lstrip().startswith(b"{"):
-            self._load_throughputs(source)
-            return SourceResult({}, 0, "throughputs for gavel_trace durations")
-        stem = _stem(source.name)
-        rejected = 0
-        for line_no, line in source.text_lines(self.ctx.tracker):
-            if not line.strip():
-                continue
-            if not _is_gavel_line(line):
-                self.batch.reject(source.name, line_no, "expected 7 tab-separated fields", line)
-                rejected += 1
-                continue
-            f = line.rstrip("\r\n").split("\t")
-            self.jobs.append((f"{stem}-{line_no}", stem, float(f[5]), f[0], int(f[4]), int(f[6])))
-        return SourceResult({}, rejected, "jobs: vc, submit_time, num_gpus; attempts")
-
-    def _load_throughputs(self, source: Source) -> None:
-        with source.open(self.ctx.tracker) as f:
-            try:
-                data: Any = json.loads(f.read())
-            except json.JSONDecodeError as e:
-                raise InputFormatError(
-                    f"invalid JSON: {e.msg}", source=source.name, line=e.lineno
-                ) from None
-        if GAVEL_WORKER not in data:
-            raise InputFormatError(f"no {GAVEL_WORKER!r} throughputs", source=source.name)
-        table: dict[tuple[str, int], float] = {}
-        for key, val in data[GAVEL_WORKER].items():
-            job_type, scale = ast.literal_eval(key)
-            alone = val.get("null") if isinstance(val, dict) else None
-            if isinstance(alone, int | float) and alone > 0:
-                table[(str(job_type), int(scale))] = float(alone)
-        self.throughputs = table
-
-    def _throughput(self, job_type: str, scale: int) -> float | None:
-        assert self.throughputs is not None
-        t = self.throughputs.get((job_type, scale))
-        if t is not None:
-            return t
-        measured = [s for (jt, s) in self.throughputs if jt == job_type and s <= scale]
-        if not measured:
-            return None
-        s0 = max(measured)
-        return self.throughputs[(job_type, s0)] * scale / s0
-
-    def finish(self) -> dict[str, int]:
-        if not self.jobs:
-            return {}
-        if self.throughputs is None:
-            raise InputFormatError(
-                "Gavel traces need Gavel's gavel_simulation_throughputs.json for durations: "
-                "name it in the same ingest command",
-                source="gavel_trace",
-            )
-        ids, vc, submit, gpus, dur = [], [], [], [], []
-        for jid, stem, arrival, job_type, steps, scale in self.jobs:
-            thr = self._throughput(job_type, scale)
-            if thr is None:
-                self.batch.reject(stem, None, f"no throughput for {job_type!r}", jid)
-                continue
-            ids.append(jid)
-            vc.append(stem)
-            submit.append(arrival)
-            gpus.append(scale)
-            dur.append(steps / thr)
-        epoch = np.datetime64(GAVEL_EPOCH.replace(tzinfo=None), "us")
-        utc = epoch + np.round(np.asarray(submit) * 1e6).astype("timedelta64[us]")
-        none: list[str | None] = [None] * len(ids)
-        return _write(self.batch, GavelTrace.name, ids, utc, vc, none, none, gpus, dur)
+        return None
+    return None if np.isnat(v) else t

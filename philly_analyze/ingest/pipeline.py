@@ -377,8 +377,11 @@ class _GroupedRun:
             SourceOutcome(name, self.fmt.name, "skipped", "already ingested") for name in self.held
         ]
         extra = self.session.finish()
+        # Rows a session rejected while assembling (written by the session itself).
+        rejected = extra.pop("rejects", 0)
         if self.entries:
             # Rows assembled at the end (jobs, attempts...) are credited to the first source.
+            self.entries[0]["rejected"] += rejected
             tables = dict(self.entries[0]["tables"])
             for t, n in extra.items():
                 tables[t] = tables.get(t, 0) + n
@@ -392,10 +395,10 @@ class _GroupedRun:
             )
         self.abandon()
         out = reread + skipped
-        if extra:
+        if extra or rejected:
             out.append(
                 SourceOutcome(
-                    f"({self.fmt.name}: assembled)", self.fmt.name, "ingested", "", extra, 0
+                    f"({self.fmt.name}: assembled)", self.fmt.name, "ingested", "", extra, rejected
                 )
             )
         return out

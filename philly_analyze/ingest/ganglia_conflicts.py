@@ -1,0 +1,101 @@
+"""Samples that sources of one Ganglia batch agree or disagree on.
+
+A sample is a value of one host's metric over ``[t0, t1)`` (``resample.py``). Several samples
+with the same host, metric, ``t0`` and ``t1``:
+
+- **the same value**: duplicates (the same file under two names, a dump captured twice). They
+  are kept once (the resampling counts a sample once) and counted in a note;
+- **different values**: a **conflict**. No source is more right than another, so none of them
+  is kept: each goes to ``rejects`` with its source, and a note says how many there are and how
+  to name hosts. The usual cause is exports of several hosts given one host (files named
+  ``m0_gpu0_util.csv``, ``m1_gpu0_util.csv`` in one folder read with ``--ganglia-host-pattern
+  folder``); another is a zone-less CSV whose fall-back hour gives two rows the same time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from philly_analyze.store import Batch
+
+KEY = "machine_id, metric, t0, t1"
+#: Sources named in the note.
+SHOWN_SOURCES = 3
+
+
+@dataclass
+class Clashes:
+    """What ``without_conflicts`` found."""
+
+    duplicates: int = 0
+    conflicts: int = 0
+    series: int = 0
+    #: The first conflicting series and its sources, for the note.
+    example: str = ""
+
+    def notes(self, fmt: str) -> list[str]:
+        out = []
+        if self.duplicates:
+            out.append(
+                f"{fmt}: {self.duplicates:,} samples repeated with the same value (a file given "
+                "twice, a dump captured twice) counted once"
+            )
+        if self.conflicts:
+            out.append(
+                f"{fmt}: {self.conflicts:,} samples of {self.series:,} series conflict (different "
+                f"values for the same host, metric and time; first: {self.example}): none of them "
+                "kept, each in rejects. If the files are different hosts, name each one's host: "
+                "<host>_<metric>.csv, a folder per host, or --ganglia-host-pattern "
+                "(docs/raw-sources.md)"
+            )
+        return out
+
+
+def without_conflicts(
+    con: duckdb.DuckDBPyConnection, samples: str, sources: list[str], batch: Batch
+) -> tuple[str, Clashes]:
+    """Find duplicates and conflicts among ``samples`` (a relation with ``SAMPLE_SCHEMA``
+    columns; ``src`` indexes ``sources``), write the conflicting samples to ``rejects`` and
+    return the relation without them."""
+    con.execute(
+        f"""CREATE TABLE clash AS
+            SELECT {KEY}, count(*) AS n, min(value) AS lo, max(value) AS hi FROM {samples}
+            WHERE value IS NOT NULL AND isfinite(value) AND t0 <= t1
+            GROUP BY ALL HAVING count(*) > 1"""
+    )
+    dup, groups = con.execute(
+        "SELECT coalesce(sum(n - 1) FILTER (WHERE lo = hi), 0), count(*) FILTER (WHERE lo <> hi) "
+        "FROM clash"
+    ).fetchone() or (0, 0)
+    found = Clashes(duplicates=int(dup))
+    if not groups:
+        return samples, found
+    con.execute("DELETE FROM clash WHERE lo = hi")
+    con.register("clash_sources", pa.table({"src": range(len(sources)), "source": sources}))
+    bad = f"""SELECT s.*, c.lo, c.hi FROM {samples} s JOIN clash c USING ({KEY})
+              WHERE s.value IS NOT NULL AND isfinite(s.value)"""
+    found.conflicts = batch.copy_query(
+        "rejects",
+        con,
+        f"""SELECT n.source, NULL AS line_no,
+                   format('conflict: samples of host {{}}, metric {{}} for [{{}}, {{}}) UTC '
+                          || 'differ ({{}} to {{}}): none kept', b.machine_id, b.metric,
+                          make_timestamp(b.t0), make_timestamp(b.t1), b.lo, b.hi) AS reason,
+                   concat_ws(',', b.machine_id, b.metric, make_timestamp(b.t0),
+                             make_timestamp(b.t1), b.value) AS raw
+            FROM ({bad}) b JOIN clash_sources n USING (src)
+            ORDER BY b.machine_id, b.metric, b.t0, b.t1, b.src""",
+    )
+    found.series, host, metric, srcs = con.execute(
+        f"""SELECT count(*) OVER (), machine_id, metric, list(DISTINCT n.source ORDER BY n.source)
+            FROM ({bad}) b JOIN clash_sources n USING (src)
+            GROUP BY machine_id, metric ORDER BY machine_id, metric LIMIT 1"""
+    ).fetchone() or (0, "", "", [])
+    names = [Path(s.rsplit("!", 1)[-1]).name for s in srcs]
+    more = ", ..." if len(names) > SHOWN_SOURCES else ""
+    found.example = f"host {host}, metric {metric} from {', '.join(names[:SHOWN_SOURCES])}{more}"
+    return f"(SELECT * FROM {samples} ANTI JOIN clash USING ({KEY}))", found
