@@ -512,6 +512,11 @@ class Store:
         rel = self.con.sql(query, params=params) if params else self.con.sql(query)
         return rel.to_arrow_table()
 
+    def files(self, table: str) -> list[Path]:
+        """The live Parquet files holding ``table``'s rows (for a long table, its wide files
+        too)."""
+        return [Path(f.path) for f in self._files_by_table().get(table, [])]
+
     def has_rows(self, table: str) -> bool:
         """Whether the store holds any Parquet data for a table (cheap: reads the file list)."""
         return bool(self.row_counts().get(table))

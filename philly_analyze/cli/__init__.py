@@ -22,6 +22,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "report": ("philly_analyze.cli.report", "Compute the paper's analyses on a store."),
     "replay": ("philly_analyze.cli.replay", "Replay a store's jobs through a scheduler policy."),
     "synth": ("philly_analyze.cli.synth", "Write a synthetic cluster history in every format."),
+    "fetch": ("philly_analyze.cli.fetch", "Download a public dataset (the Philly trace, ...)."),
+    "info": ("philly_analyze.cli.info", "Show what a store holds and what it can compute."),
     "sweep": ("philly_analyze.cli.sweep", "Run many replays over parameters and seeds."),
 }
 
