@@ -237,7 +237,8 @@ def _grid(headers: Sequence[str], rows: Sequence[Sequence[Any]], left: int = 1) 
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = []
     for r in cells:
-        parts = [c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        pairs = enumerate(zip(r, widths, strict=True))
+        parts = [c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in pairs]
         lines.append("  ".join(parts).rstrip())
     return lines
 

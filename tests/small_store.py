@@ -8,8 +8,14 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 
 from philly_analyze.cli import main
-from tests.philly_files import attempt, gpu_row, job, write_gpu_util, write_job_log
-from tests.philly_files import write_machine_list
+from tests.philly_files import (
+    attempt,
+    gpu_row,
+    job,
+    write_gpu_util,
+    write_job_log,
+    write_machine_list,
+)
 
 
 def write(d: Path) -> Path:
