@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from philly_analyze import schemas
+from philly_analyze.progress import human_bytes
 from philly_analyze.store import STORE_VERSION, VIEWS_VERSION, Store
 
 #: Column(s) whose minimum and maximum give a table's time range (first, last).
@@ -243,14 +244,6 @@ def _grid(headers: Sequence[str], rows: Sequence[Sequence[Any]], left: int = 1) 
     return lines
 
 
-def _size(n: int) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1000  # type: ignore[assignment]
-    return str(n)
-
-
 def render_text(info: dict[str, Any]) -> str:
     """The ``--format table`` layout: one block per topic, plain aligned text."""
     blocks = [
@@ -272,7 +265,9 @@ def _store_block(s: dict[str, Any]) -> list[str]:
     ]
     if s["repaired"]:
         rows.append(("repaired", s["repaired"]))
-    rows.append(("data", f"{s['parquet_files']:,} Parquet files, {_size(s['parquet_bytes'])}"))
+    rows.append(
+        ("data", f"{s['parquet_files']:,} Parquet files, {human_bytes(s['parquet_bytes'])}")
+    )
     return _grid(("", ""), rows, left=2)[1:]
 
 
