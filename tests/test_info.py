@@ -185,60 +185,34 @@ def test_no_store_is_one_line_and_exit_1(tmp_path: Path) -> None:
     assert r.output.count("\n") == 1 and "no store at" in r.output
 
 
-def test_many_sources_are_summed_per_format() -> None:
-    info = {
-        "store": {
-            "path": "/s",
-            "store_version": 1,
-            "views_version": "3",
-            "repaired": "the store was moved or copied from /old: views rebuilt in the catalog",
-            "parquet_files": 0,
-            "parquet_bytes": 0,
-        },
-        "tables": [],
-        "sources": [
-            {
-                "source": f"/l/{i}.log",
-                "format": "framework_log",
-                "sha256": "ab",
-                "rows": 2,
-                "rejected": i % 2,
-                "ingested_at": None,
-            }
-            for i in range(21)
-        ]
-        + [
-            {
-                "source": "/rm.log",
-                "format": "yarn_rm_log",
-                "sha256": "cd",
-                "rows": 5,
-                "rejected": 0,
-                "ingested_at": None,
-            }
-        ],
-        "machines": {
-            k: 0
-            for k in (
-                "machines",
-                "listed",
-                "listed_gpus",
-                "observed",
-                "observed_gpus",
-                "gpus",
-                "not_listed",
-                "listed_never_observed",
-                "observed_above_listed",
-            )
+def test_many_sources_are_summed_per_format(tmp_path: Path) -> None:
+    Store(tmp_path / "s").close()
+    with Store(tmp_path / "s", read_only=True) as s:
+        info = store_info.describe(s)
+    info["store"]["repaired"] = "the store was moved or copied from /old: views rebuilt"
+    info["sources"] = [
+        {
+            "source": f"/l/{i}.log",
+            "format": "framework_log",
+            "sha256": "ab",
+            "rows": 2,
+            "rejected": i % 2,
+            "ingested_at": None,
         }
-        | {"shapes": []},
-        "vcs": [],
-        "rejects": {"rows": 0, "by_reason": []},
-        "sections": [],
-    }
+        for i in range(21)
+    ] + [
+        {
+            "source": "/rm.log",
+            "format": "yarn_rm_log",
+            "sha256": "cd",
+            "rows": 5,
+            "rejected": 0,
+            "ingested_at": None,
+        }
+    ]
     text = store_info.render_text(info)
-    assert "repaired  the store was moved or copied from /old" in text
-    # 21 framework logs of 2 rows each, 10 of them with one rejected row (odd i < 21).
+    assert "repaired  the store was moved or copied from /old: views rebuilt\n" in text
+    # 21 framework logs of 2 rows each, 10 of them with one rejected row (the odd i < 21).
     assert "framework_log       21    42        10" in text
     assert "yarn_rm_log          1     5         0" in text
     assert "/l/0.log" not in text
