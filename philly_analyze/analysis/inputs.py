@@ -47,7 +47,10 @@ NEEDS: dict[str, Needs] = {
         all_of=("attempts",),
         why="attempts (start times) to measure queueing delay",
         adds={
-            "placements": "the fair-share vs fragmentation split (which GPUs were busy)",
+            "placements": "servers known to be busy (without them fragmentation delay is "
+            "underestimated)",
+            "machines": "VC quotas inferred from the cluster's GPUs (without them and without "
+            "--vc-quotas every wait counts as fair-share)",
             "scheduler_events": "jobs that ended in the queue before any attempt",
         },
     ),
