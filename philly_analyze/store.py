@@ -54,7 +54,7 @@ from philly_analyze.errors import StoreError
 
 STORE_VERSION = 1
 #: Bump when the SQL of the views changes: a store whose views were made by another version
-#: gets them rebuilt when opened (as temporary views when opened read-only).
+#: gets them rebuilt when opened (in the catalog; as temporary views when it cannot be written).
 VIEWS_VERSION = "3"
 #: Where the bookkeeping lives (``_files``, ``_meta``, ``<table>_all``).
 INTERNAL = schemas.INTERNAL_SCHEMA
