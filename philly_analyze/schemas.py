@@ -549,7 +549,7 @@ def markdown() -> str:
         "sample has 600 rows there for 300 jobs). Their names and columns may change between "
         "versions.",
         "",
-        f"- `{INTERNAL_SCHEMA}.<table>_all`, for every table above and the two below: a view "
+        f"- `{INTERNAL_SCHEMA}.<table>_all`, for every table above but ingest_log, and the two below: a view "
         "over the table's live Parquet files, unmerged.",
         "",
     ]
