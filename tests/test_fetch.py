@@ -343,6 +343,7 @@ def test_fetch_then_ingest_then_report(server: Server, tmp_path: Path) -> None:
 REFERENCE_COPIES = {
     "cluster_machine_list": "philly/cluster_machine_list",
     "pollux_philly_jobs.csv": "philly/pollux_philly_jobs.csv",
+    "rfold_philly_arrivals.csv": "philly/rfold_philly_arrivals.csv",
     "gavel/gavel_simulation_throughputs.json": "colocation/gavel_simulation_throughputs.json",
     "gavel_physical_cluster_throughputs.json": "colocation/gavel_physical_cluster_throughputs.json",
 }
@@ -360,7 +361,7 @@ def test_shipped_registry_matches_the_reference_copies(reference: Path) -> None:
             data = (reference / rel).read_bytes()
             assert (f.size, f.sha256) == (len(data), hashlib.sha256(data).hexdigest()), f.path
             checked += 1
-    assert checked == 19  # every file but the 1 GB archive (its pointer is checked below)
+    assert checked == 20  # every file but the 1 GB archive (its pointer is checked below)
 
 
 def test_shipped_registry_urls_are_pinned_or_say_why_not() -> None:
@@ -370,6 +371,7 @@ def test_shipped_registry_urls_are_pinned_or_say_why_not() -> None:
         "philly-trace",
         "philly-machine-list",
         "pollux-philly",
+        "rfold-philly",
         "gavel",
         "gavel-physical-throughputs",
     }
@@ -396,4 +398,4 @@ def test_list_shows_every_dataset_with_size_licence_and_citation() -> None:
     assert "gavel  (4.13 MB, 16 files)" in r.stdout
     assert "  licence   Apache-2.0 (petuum/adaptdl)" in r.stdout
     assert "Pollux: Co-adaptive Cluster Scheduling" in r.stdout
-    assert r.stdout.count("  cite      ") == 5
+    assert r.stdout.count("  cite      ") == 6
