@@ -85,3 +85,13 @@ def track(
         transient=True,
     ) as p:
         yield _RichTracker(p, p.add_task(description, total=total))
+
+
+def human_bytes(n: int) -> str:
+    """A byte count for people: ``596 bytes``, ``3.44 MB``, ``1.06 GB`` (powers of 1000)."""
+    x = float(n)
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if x < 999.5 or unit == "GB":  # 999,999 bytes is "1 MB", not "1e+03 KB"
+            return f"{int(x):,} bytes" if unit == "bytes" else f"{x:.3g} {unit}"
+        x /= 1000
+    return f"{n:,} bytes"

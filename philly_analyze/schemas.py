@@ -369,6 +369,34 @@ INGEST_LOG = Table(
     ),
 )
 
+#: Schema of the catalog's bookkeeping: the file list, the store's metadata and the raw
+#: ``<table>_all`` views. The public names (the contract's tables) stay in ``main``.
+INTERNAL_SCHEMA = "internal"
+
+FILES = Table(
+    "_files",
+    "The live Parquet files: a view reads only files listed here, so a batch becomes visible "
+    "when it is listed, all at once.",
+    (
+        _c("tbl", STR, "Physical table the file belongs to."),
+        _c("path", STR, "Path relative to the store directory."),
+        _c("batch_id", STR, "Batch that wrote it (ingest_log.batch_id)."),
+        _c("source_format", STR, "Format of the source the rows came from."),
+        _c("rows", I64, "Rows the file adds to its table (long rows for a wide table)."),
+    ),
+)
+
+META = Table(
+    "_meta",
+    "Key/value metadata: `version` (store layout), `root` (the directory the views were built "
+    "for: a store opened elsewhere gets its views rebuilt), `views` (version of the views' SQL).",
+    (
+        _c("key", STR, "Name.", nullable=False),
+        _c("value", STR, "Value."),
+    ),
+    key=("key",),
+)
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -480,6 +508,23 @@ def duckdb_type(type_: pa.DataType) -> str:
     }[type_]
 
 
+def public_tables() -> tuple[str, ...]:
+    """Names in the catalog's ``main`` schema: every table with a view, and ingest_log."""
+    return (*(n for n, t in TABLES.items() if not t.physical_only), INGEST_LOG.name)
+
+
+def _markdown_table(t: Table, name: str | None = None) -> list[str]:
+    out = [f"## `{name or t.name}`", "", t.doc, ""]
+    if t.partition_by_month:
+        out += [f"Stored as monthly Parquet partitions (`parquet/{t.name}/month=YYYY-MM/`).", ""]
+    out += ["| column | type | meaning |", "|---|---|---|"]
+    for c in t.columns:
+        kind = duckdb_type(c.type) + (" (derived)" if c.derived else "")
+        out.append(f"| `{c.name}` | {kind} | {c.doc} |")
+    out.append("")
+    return out
+
+
 def markdown() -> str:
     """The store's tables as Markdown (docs/store.md is this, kept in sync by a test)."""
     out = [
@@ -488,19 +533,30 @@ def markdown() -> str:
         "Generated from `philly_analyze/schemas.py` (`python -m philly_analyze.schemas > docs/store.md`).",
         "All times are UTC (`TIMESTAMPTZ`). *Derived* columns are computed by the catalog's views.",
         "",
+        "The catalog's `main` schema holds exactly these names: "
+        + ", ".join(f"`{n}`" for n in public_tables())
+        + ". Bookkeeping lives in the schema `internal` (last section).",
+        "",
     ]
-    for t in (*TABLES.values(), INGEST_LOG):
-        out += [f"## `{t.name}`", "", t.doc, ""]
-        if t.partition_by_month:
-            out += [
-                f"Stored as monthly Parquet partitions (`parquet/{t.name}/month=YYYY-MM/`).",
-                "",
-            ]
-        out += ["| column | type | meaning |", "|---|---|---|"]
-        for c in t.columns:
-            kind = duckdb_type(c.type) + (" (derived)" if c.derived else "")
-            out.append(f"| `{c.name}` | {kind} | {c.doc} |")
-        out.append("")
+    for t in (*(t for t in TABLES.values() if not t.physical_only), INGEST_LOG):
+        out += _markdown_table(t)
+    out += [
+        f"# Internal tables (schema `{INTERNAL_SCHEMA}`)",
+        "",
+        "What the public views are built from. Do not count with them: "
+        f"`{INTERNAL_SCHEMA}.<table>_all` is the union of every source's rows before merging, "
+        f"so `{INTERNAL_SCHEMA}.jobs_all` holds a job once per source that describes it (the "
+        "sample has 600 rows there for 300 jobs). Their names and columns may change between "
+        "versions.",
+        "",
+        f"- `{INTERNAL_SCHEMA}.<table>_all`, for every table above but ingest_log, and the two below: a view "
+        "over the table's live Parquet files, unmerged.",
+        "",
+    ]
+    for t in (t for t in TABLES.values() if t.physical_only):
+        out += _markdown_table(t, f"{INTERNAL_SCHEMA}.{t.name}_all")
+    for t in (FILES, META):
+        out += _markdown_table(t, f"{INTERNAL_SCHEMA}.{t.name}")
     return "\n".join(out)
 
 

@@ -2,8 +2,9 @@
 
 Layout of a store directory::
 
-    catalog.duckdb                 views named after the tables (jobs, attempts, ...), and the
-                                   tables ingest_log and _files (the list of live Parquet files)
+    catalog.duckdb                 in schema main: views named after the tables (jobs,
+                                   attempts, ...) and the table ingest_log; in schema internal:
+                                   _files (the live Parquet files), _meta, <table>_all views
     parquet/<table>/<batch>-<n>.parquet
     parquet/<table>/month=YYYY-MM/<batch>-<n>.parquet     (time series)
 
@@ -13,6 +14,12 @@ DuckDB transaction, lists them in ``_files``, records the batch in ``ingest_log`
 the views. Views read only files listed in ``_files``, so a batch that fails or is interrupted
 at any point leaves the previous state readable; its stray files are removed the next time the
 store is opened for writing.
+
+The views hold absolute paths (DuckDB resolves a relative path against the working directory
+or ``file_search_path``, never against the database file), so a store that was moved or copied
+gets its views rebuilt by whatever opens it next, read-only opens included (``Store.repaired``
+says so). Plain DuckDB on a moved store fails until then; on a copy, it reads the original's
+files until then.
 
 Merging sources (several sources may describe the same job):
 - ``jobs``: one row per job_id; each stored column comes from the most preferred source that
@@ -47,8 +54,10 @@ from philly_analyze.errors import StoreError
 
 STORE_VERSION = 1
 #: Bump when the SQL of the views changes: a store whose views were made by another version
-#: gets them rebuilt when opened (as temporary views when opened read-only).
-VIEWS_VERSION = "2"
+#: gets them rebuilt when opened (in the catalog; as temporary views when it cannot be written).
+VIEWS_VERSION = "3"
+#: Where the bookkeeping lives (``_files``, ``_meta``, ``<table>_all``).
+INTERNAL = schemas.INTERNAL_SCHEMA
 DEFAULT_STORE = "philly-store"
 PARQUET_OPTS: dict[str, Any] = {"compression": "zstd"}
 #: Rows per Parquet row group in DuckDB-written files: larger than DuckDB's default (122,880),
@@ -243,18 +252,21 @@ class Store:
             )
         if not read_only:
             self.path.mkdir(parents=True, exist_ok=True)
-        try:
-            self.con = connect(str(self.catalog), read_only=read_only)
-        except duckdb.IOException as e:
-            raise StoreError(
-                f"cannot open {self.catalog}: {str(e).splitlines()[0]} "
-                "(is another philly-analyze or duckdb process using this store?)"
-            ) from e
+        #: Why the views were rebuilt when the store was opened (moved, copied, made by another
+        #: version), and whether in the catalog or for this session only; None if they were not.
+        self.repaired: str | None = None
+        self.con = self._connect(read_only)
+        #: Schema of _files/_meta: ``internal``, or ``main`` in a store of the older layout
+        #: opened read-only where the catalog could not be upgraded.
+        self._internal = INTERNAL
         if not read_only:
             self._init_catalog()
             self._collect_garbage()
-        if self._views_stale():
-            self.rebuild_views(temporary=read_only)
+        else:
+            self._internal = self._meta_schema() or INTERNAL
+        stale = self._stale_reason()
+        if stale is not None:
+            self._repair(stale)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -266,20 +278,28 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        try:
+            return connect(str(self.catalog), read_only=read_only)
+        except duckdb.IOException as e:
+            raise StoreError(
+                f"cannot open {self.catalog}: {str(e).splitlines()[0]} "
+                "(is another philly-analyze or duckdb process using this store?)"
+            ) from e
+
     def _init_catalog(self) -> None:
         c = self.con
-        c.execute("CREATE TABLE IF NOT EXISTS _meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-        c.execute(
-            "CREATE TABLE IF NOT EXISTS _files (tbl VARCHAR, path VARCHAR, batch_id VARCHAR, "
-            "source_format VARCHAR, rows BIGINT)"
+        c.execute(f"CREATE SCHEMA IF NOT EXISTS {INTERNAL}")
+        if self._meta_schema() == "main":
+            _move_to_internal(c)
+        for t in (schemas.META, schemas.FILES):
+            c.execute(f"CREATE TABLE IF NOT EXISTS {INTERNAL}.{t.name} ({_ddl_columns(t)})")
+        c.execute(f"CREATE TABLE IF NOT EXISTS ingest_log ({_ddl_columns(schemas.INGEST_LOG)})")
+        row = _first(
+            c.execute(f"SELECT value FROM {INTERNAL}._meta WHERE key = 'version'").fetchall()
         )
-        cols = ", ".join(
-            f"{col.name} {schemas.duckdb_type(col.type)}" for col in schemas.INGEST_LOG.columns
-        )
-        c.execute(f"CREATE TABLE IF NOT EXISTS ingest_log ({cols})")
-        row = _first(c.execute("SELECT value FROM _meta WHERE key = 'version'").fetchall())
         if row is None:
-            c.execute("INSERT INTO _meta VALUES ('version', ?)", [str(STORE_VERSION)])
+            c.execute(f"INSERT INTO {INTERNAL}._meta VALUES ('version', ?)", [str(STORE_VERSION)])
         elif int(row[0]) != STORE_VERSION:
             raise StoreError(
                 f"{self.path} is a version {row[0]} store; this philly-analyze writes version "
@@ -289,7 +309,7 @@ class Store:
     def _collect_garbage(self) -> None:
         """Remove files of batches that never committed (crash or interrupt)."""
         shutil.rmtree(self.path / ".staging", ignore_errors=True)
-        live = {r[0] for r in self.con.execute("SELECT path FROM _files").fetchall()}
+        live = {r[0] for r in self.con.execute(f"SELECT path FROM {INTERNAL}._files").fetchall()}
         root = self.path / "parquet"
         if not root.exists():
             return
@@ -297,14 +317,55 @@ class Store:
             if str(f.relative_to(self.path)) not in live:
                 f.unlink()
 
-    def _views_stale(self) -> bool:
-        """Views are rebuilt when the store was moved (they hold absolute paths) or made by a
-        philly-analyze whose views differ."""
+    def _meta_schema(self) -> str | None:
+        """Schema holding ``_meta``: ``internal``, ``main`` (older layout) or None (new)."""
+        rows = self.con.execute(
+            "SELECT schema_name FROM duckdb_tables() WHERE database_name = current_database() "
+            "AND table_name = '_meta'"
+        ).fetchall()
+        schemas_found = {r[0] for r in rows}
+        return INTERNAL if INTERNAL in schemas_found else next(iter(schemas_found), None)
+
+    def _stale_reason(self) -> str | None:
+        """Why the views must be rebuilt (they hold absolute paths, and their SQL is versioned):
+        "" for a store whose views were never built, None when they are current."""
+        where = self._meta_schema()
+        if where is None:
+            return None
+        meta = dict(self.con.execute(f"SELECT key, value FROM {where}._meta").fetchall())
+        root, views = meta.get("root"), meta.get("views")
+        if root is None:
+            return ""
+        if root != str(self.path):
+            return f"the store was moved or copied from {root}"
+        if where != INTERNAL or views != VIEWS_VERSION:
+            return f"the views were made by another philly-analyze version (views {views})"
+        return None
+
+    def _repair(self, reason: str) -> None:
+        """Rebuild stale views: in the catalog when it can be written (a read-only open reopens
+        it for writing for the moment), else as temporary views for this session."""
+        if not self.read_only:
+            self.rebuild_views()
+            self.repaired = f"{reason}: views rebuilt" if reason else None
+            return
+        self.con.close()
         try:
-            meta = dict(self.con.execute("SELECT key, value FROM _meta").fetchall())
-        except duckdb.CatalogException:
-            return False
-        return meta.get("root") != str(self.path) or meta.get("views") != VIEWS_VERSION
+            self.con = connect(str(self.catalog))
+        except duckdb.Error as e:  # locked by another process, read-only file system...
+            self.con = self._connect(read_only=True)
+            self.rebuild_views(temporary=True)
+            why = str(e).splitlines()[0]
+            self.repaired = f"{reason}: views rebuilt for this session only ({why})"
+            return
+        try:
+            self._init_catalog()
+            self._internal = INTERNAL
+            self.rebuild_views()
+        finally:
+            self.con.close()
+        self.con = self._connect(read_only=True)
+        self.repaired = f"{reason}: views rebuilt in the catalog" if reason else None
 
     # ------------------------------------------------------------------ writing
     @contextmanager
@@ -348,13 +409,15 @@ class Store:
             for b in replace_batches:
                 old_files += [
                     r[0]
-                    for r in c.execute("SELECT path FROM _files WHERE batch_id = ?", [b]).fetchall()
+                    for r in c.execute(
+                        f"SELECT path FROM {INTERNAL}._files WHERE batch_id = ?", [b]
+                    ).fetchall()
                 ]
-                c.execute("DELETE FROM _files WHERE batch_id = ?", [b])
+                c.execute(f"DELETE FROM {INTERNAL}._files WHERE batch_id = ?", [b])
                 c.execute("DELETE FROM ingest_log WHERE batch_id = ?", [b])
             for table, rel, n in moved:
                 c.execute(
-                    "INSERT INTO _files VALUES (?, ?, ?, ?, ?)",
+                    f"INSERT INTO {INTERNAL}._files VALUES (?, ?, ?, ?, ?)",
                     [table, rel, batch.batch_id, source_format, n],
                 )
             names = [col.name for col in schemas.INGEST_LOG.columns]
@@ -409,7 +472,8 @@ class Store:
         listed under the long table (and under their own name)."""
         out: dict[str, list[_File]] = {t: [] for t in schemas.TABLES}
         rows = self.con.execute(
-            "SELECT tbl, path, coalesce(source_format, '') FROM _files ORDER BY path"
+            f"SELECT tbl, path, coalesce(source_format, '') FROM {self._internal}._files "
+            "ORDER BY path"
         ).fetchall()
         for tbl, rel, fmt in rows:
             f = _File(str(self.path / rel), fmt, tbl)
@@ -420,14 +484,19 @@ class Store:
 
     def _rebuild_views_sql(self, temporary: bool = False) -> None:
         files = self._files_by_table()
-        create = "CREATE OR REPLACE TEMP VIEW" if temporary else "CREATE OR REPLACE VIEW"
+        if temporary:  # DuckDB keeps temporary views in the schema temp.main only
+            create, raw, public = "CREATE OR REPLACE TEMP VIEW", "temp.main.", "temp.main."
+        else:
+            create, raw, public = "CREATE OR REPLACE VIEW", f"{INTERNAL}.", "main."
         for name, table in schemas.TABLES.items():
-            self.con.execute(f"{create} {name}_all AS {_union_sql(table, files[name])}")
-        for name, body in _canonical_views().items():
-            self.con.execute(f"{create} {name} AS {body}")
+            self.con.execute(f"{create} {raw}{name}_all AS {_union_sql(table, files[name])}")
+        for name, body in _canonical_views(raw, public).items():
+            self.con.execute(f"{create} {public}{name} AS {body}")
         if not temporary:
-            self.con.execute("INSERT OR REPLACE INTO _meta VALUES ('root', ?)", [str(self.path)])
-            self.con.execute("INSERT OR REPLACE INTO _meta VALUES ('views', ?)", [VIEWS_VERSION])
+            for key, value in (("root", str(self.path)), ("views", VIEWS_VERSION)):
+                self.con.execute(
+                    f"INSERT OR REPLACE INTO {INTERNAL}._meta VALUES (?, ?)", [key, value]
+                )
 
     # ------------------------------------------------------------------ reading
     def sql(self, query: str, params: Sequence[Any] | None = None) -> duckdb.DuckDBPyRelation:
@@ -443,6 +512,11 @@ class Store:
         rel = self.con.sql(query, params=params) if params else self.con.sql(query)
         return rel.to_arrow_table()
 
+    def files(self, table: str) -> list[Path]:
+        """The live Parquet files holding ``table``'s rows (for a long table, its wide files
+        too)."""
+        return [Path(f.path) for f in self._files_by_table().get(table, [])]
+
     def has_rows(self, table: str) -> bool:
         """Whether the store holds any Parquet data for a table (cheap: reads the file list)."""
         return bool(self.row_counts().get(table))
@@ -454,7 +528,9 @@ class Store:
 
     def row_counts(self) -> dict[str, int]:
         """Rows per physical table (from the file list, before merging sources)."""
-        rows = self.con.execute("SELECT tbl, sum(rows) FROM _files GROUP BY tbl").fetchall()
+        rows = self.con.execute(
+            f"SELECT tbl, sum(rows) FROM {self._internal}._files GROUP BY tbl"
+        ).fetchall()
         counts = {t: 0 for t in schemas.TABLES if t == schemas.logical_table(t)}
         for t, n in rows:
             # A wide table's files are counted in rows of the long table they hold (_file_rows).
@@ -471,7 +547,7 @@ class Store:
         counts = self.row_counts()
         formats: dict[str, set[str]] = {}
         for tbl, fmt in self.con.execute(
-            "SELECT DISTINCT tbl, source_format FROM _files"
+            f"SELECT DISTINCT tbl, source_format FROM {self._internal}._files"
         ).fetchall():
             if tbl in schemas.TABLES:
                 formats.setdefault(schemas.logical_table(tbl), set()).add(fmt)
@@ -484,6 +560,30 @@ class Store:
     def ingest_log(self) -> Any:
         """The ingest_log as a DataFrame."""
         return self.df("SELECT * FROM ingest_log ORDER BY ingested_at, source")
+
+
+def _ddl_columns(t: schemas.Table) -> str:
+    cols = [f"{c.name} {schemas.duckdb_type(c.type)}" for c in t.columns]
+    if t.key:
+        cols.append(f"PRIMARY KEY ({', '.join(t.key)})")
+    return ", ".join(cols)
+
+
+def _move_to_internal(con: duckdb.DuckDBPyConnection) -> None:
+    """Upgrade a catalog of the older layout (bookkeeping in main): move _meta and _files to
+    the internal schema and drop main's <table>_all views (rebuilt in internal next)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for t in (schemas.META, schemas.FILES):
+            con.execute(f"CREATE TABLE {INTERNAL}.{t.name} ({_ddl_columns(t)})")
+            con.execute(f"INSERT INTO {INTERNAL}.{t.name} SELECT * FROM main.{t.name}")
+            con.execute(f"DROP TABLE main.{t.name}")
+        for name in schemas.TABLES:
+            con.execute(f"DROP VIEW IF EXISTS main.{name}_all")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
 
 
 def _first(rows: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
@@ -583,33 +683,34 @@ def _union_sql(table: schemas.Table, files: Sequence[_File]) -> str:
     return " UNION ALL ".join(parts)
 
 
-def _canonical_views() -> dict[str, str]:
-    """Bodies of the canonical views that merge sources."""
+def _canonical_views(raw: str = f"{INTERNAL}.", public: str = "main.") -> dict[str, str]:
+    """Bodies of the canonical views that merge sources; ``raw`` and ``public`` qualify the
+    names of the ``<table>_all`` views and of the canonical views they read."""
     prio = _priority_case()
     views: dict[str, str] = {}
     att_cols = ", ".join(f"a.{c.name}" for c in schemas.ATTEMPTS.physical_columns)
     views["attempts"] = f"""
         WITH best AS (
-            SELECT job_id, arg_min(source, {prio}) AS source FROM attempts_all GROUP BY job_id)
-        SELECT {att_cols} FROM attempts_all a JOIN best USING (job_id, source)"""
+            SELECT job_id, arg_min(source, {prio}) AS source FROM {raw}attempts_all GROUP BY job_id)
+        SELECT {att_cols} FROM {raw}attempts_all a JOIN best USING (job_id, source)"""
     pl_cols = ", ".join(f"p.{c.name}" for c in schemas.PLACEMENTS.physical_columns)
     views["placements"] = f"""
         WITH best AS (
-            SELECT job_id, arg_min(source, {prio}) AS source FROM attempts_all GROUP BY job_id)
-        SELECT {pl_cols} FROM placements_all p JOIN best USING (job_id, source)"""
+            SELECT job_id, arg_min(source, {prio}) AS source FROM {raw}attempts_all GROUP BY job_id)
+        SELECT {pl_cols} FROM {raw}placements_all p JOIN best USING (job_id, source)"""
 
     def pick(col: str) -> str:
         return f"arg_min({col}, _p) FILTER (WHERE {col} IS NOT NULL) AS {col}"
 
     views["jobs"] = f"""
-        WITH j AS (SELECT *, {prio} AS _p FROM jobs_all),
+        WITH j AS (SELECT *, {prio} AS _p FROM {raw}jobs_all),
         merged AS (
             SELECT job_id, {pick("vc")}, {pick("user_id")}, {pick("status")},
                    {pick("submit_time")}, {pick("num_gpus")} , arg_min(flags, _p) AS flags,
                    string_agg(DISTINCT source, ',' ORDER BY source) AS source
             FROM j GROUP BY job_id),
         a AS (SELECT *, attempt_idx = max(attempt_idx) OVER (PARTITION BY job_id) AS is_last
-              FROM attempts),
+              FROM {public}attempts),
         agg AS (
             SELECT job_id, count(*)::INTEGER AS num_attempts,
                    min(start_time) AS first_start,
@@ -631,10 +732,10 @@ def _canonical_views() -> dict[str, str]:
             SELECT machine_id, arg_min(listed_num_gpus, {prio}) AS listed_num_gpus,
                    arg_min(gpu_mem_gb, {prio}) AS gpu_mem_gb, arg_min(rack, {prio}) AS rack,
                    arg_min(source, {prio}) AS source
-            FROM machines_all GROUP BY machine_id),
-        placed AS (SELECT machine_id, max(gpu_idx) + 1 AS n FROM placements
+            FROM {raw}machines_all GROUP BY machine_id),
+        placed AS (SELECT machine_id, max(gpu_idx) + 1 AS n FROM {public}placements
                    WHERE gpu_idx IS NOT NULL GROUP BY machine_id),
-        util AS (SELECT machine_id, max(observed_num_gpus) AS n FROM machine_observations_all
+        util AS (SELECT machine_id, max(observed_num_gpus) AS n FROM {raw}machine_observations_all
                  GROUP BY machine_id),
         ids AS (SELECT machine_id FROM listed UNION SELECT machine_id FROM placed
                 UNION SELECT machine_id FROM util)
@@ -647,7 +748,7 @@ def _canonical_views() -> dict[str, str]:
                  LEFT JOIN util u USING (machine_id)"""
     for name, table in schemas.TABLES.items():
         if name not in views and not table.physical_only:
-            views[name] = f"SELECT * FROM {name}_all"
+            views[name] = f"SELECT * FROM {raw}{name}_all"
     return views
 
 

@@ -263,7 +263,7 @@ def test_gpu_util_is_stored_wide_and_read_long(tmp_path: Path, store_dir: Path) 
     assert ("parquet", "gpu_util_wide", "month=2017-10") in files
     assert ("parquet", "gpu_util_wide", "month=2017-11") in files
     assert not any(part[1] == "gpu_util" for part in files)
-    assert q(store_dir, "SELECT count(*) FROM gpu_util_wide_all") == [(3,)]
+    assert q(store_dir, "SELECT count(*) FROM internal.gpu_util_wide_all") == [(3,)]
     with Store(store_dir, read_only=True) as s:
         assert s.has_rows("gpu_util")
         assert s.row_counts()["gpu_util"] == 6
@@ -289,7 +289,7 @@ def test_gpu_util_with_more_gpus_than_the_wide_form(tmp_path: Path, store_dir: P
         (15, 15.0),
     ]
     assert q(store_dir, "SELECT observed_num_gpus FROM machines") == [(16,)]
-    assert q(store_dir, "SELECT count(*) FROM gpu_util_wide_all") == [(0,)]
+    assert q(store_dir, "SELECT count(*) FROM internal.gpu_util_wide_all") == [(0,)]
 
 
 def test_cpu_and_mem_util(tmp_path: Path, store_dir: Path) -> None:
@@ -417,7 +417,7 @@ def test_reingest_changes_nothing_and_replace_rereads(tmp_path: Path, store_dir:
     on_disk = sorted(
         str(p.relative_to(store_dir)) for p in (store_dir / "parquet").rglob("*.parquet")
     )
-    assert on_disk == sorted(r[0] for r in q(store_dir, "SELECT path FROM _files"))
+    assert on_disk == sorted(r[0] for r in q(store_dir, "SELECT path FROM internal._files"))
 
 
 def test_changed_file_replaces_its_previous_version(tmp_path: Path, store_dir: Path) -> None:
@@ -433,7 +433,7 @@ def test_changed_file_replaces_its_previous_version(tmp_path: Path, store_dir: P
         ],
     )
     assert ingest(f, "--store", store_dir).exit_code == 0
-    assert q(store_dir, "SELECT count(*) FROM jobs_all") == [(2,)]
+    assert q(store_dir, "SELECT count(*) FROM internal.jobs_all") == [(2,)]
     assert q(store_dir, "SELECT count(*) FROM ingest_log") == [(1,)]
 
 

@@ -107,19 +107,49 @@ def test_merged_row_counts_are_what_the_views_hold(store_dir: Path) -> None:
         assert s.merged_row_counts()["cpu_util"] == 3
 
 
-def test_views_made_by_another_version_are_rebuilt_on_open(store_dir: Path) -> None:
-    """A store keeps working across upgrades that change the views' SQL."""
+def _old_views(store_dir: Path) -> None:
+    """What an older philly-analyze might have left: other view SQL, another views version."""
     with Store(store_dir) as s:
         _write(s, "philly_cpu_util", "cpu_util", _cpu(["m1", "m2"], 20.0))
-        # What an older philly-analyze might have left: other view SQL, another views version.
-        s.con.execute("CREATE OR REPLACE VIEW cpu_util AS SELECT * FROM cpu_util_all LIMIT 0")
-        s.con.execute("UPDATE _meta SET value = 'old' WHERE key = 'views'")
-    with Store(store_dir, read_only=True) as s:  # rebuilt as temporary views for this session
+        s.con.execute(
+            "CREATE OR REPLACE VIEW cpu_util AS SELECT * FROM internal.cpu_util_all LIMIT 0"
+        )
+        s.con.execute("UPDATE internal._meta SET value = 'old' WHERE key = 'views'")
+
+
+def _plain_count(store_dir: Path) -> list[tuple]:
+    con = duckdb.connect(str(store_dir / "catalog.duckdb"), read_only=True)
+    try:
+        return con.execute("SELECT count(*) FROM cpu_util").fetchall()
+    finally:
+        con.close()
+
+
+def test_views_made_by_another_version_are_rebuilt_on_open(store_dir: Path) -> None:
+    """A store keeps working across upgrades that change the views' SQL: even a read-only
+    open (report, info) rebuilds them in the catalog, so plain DuckDB sees them too."""
+    _old_views(store_dir)
+    assert _plain_count(store_dir) == [(0,)]
+    with Store(store_dir, read_only=True) as s:
         assert s.scalar("SELECT count(*) FROM cpu_util") == 2
-    con = duckdb.connect(str(store_dir / "catalog.duckdb"), read_only=True)
-    assert con.execute("SELECT count(*) FROM cpu_util").fetchall() == [(0,)]  # still old
-    con.close()
-    Store(store_dir).close()  # a write open rebuilds them in the catalog
-    con = duckdb.connect(str(store_dir / "catalog.duckdb"), read_only=True)
-    assert con.execute("SELECT count(*) FROM cpu_util").fetchall() == [(2,)]
-    con.close()
+        assert s.repaired == (
+            "the views were made by another philly-analyze version (views old): "
+            "views rebuilt in the catalog"
+        )
+    assert _plain_count(store_dir) == [(2,)]
+    with Store(store_dir, read_only=True) as s:  # nothing left to repair
+        assert s.repaired is None
+
+
+def test_views_are_rebuilt_for_the_session_when_the_catalog_is_busy(store_dir: Path) -> None:
+    """When the catalog cannot be written (here: another connection holds it read-only), the
+    views are rebuilt as temporary views and the catalog is left as it was."""
+    _old_views(store_dir)
+    other = duckdb.connect(str(store_dir / "catalog.duckdb"), read_only=True)
+    try:
+        with Store(store_dir, read_only=True) as s:
+            assert s.scalar("SELECT count(*) FROM cpu_util") == 2
+            assert s.repaired is not None and "for this session only" in s.repaired
+        assert other.execute("SELECT count(*) FROM cpu_util").fetchall() == [(0,)]
+    finally:
+        other.close()

@@ -43,9 +43,9 @@ SECTIONS: dict[str, str] = {
 
 
 def _has_sharing_output(store: Store) -> bool:
-    from philly_analyze.analysis.sharing import has_output
+    from philly_analyze.analysis.inputs import missing
 
-    return has_output(store.path)
+    return not missing("gpu_sharing", store.has_rows, store.path)
 
 
 #: Sections of optional outputs: in the default report only when the store has their input.

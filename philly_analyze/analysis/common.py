@@ -160,6 +160,13 @@ class Context:
         """Whether the store holds rows for a physical table."""
         return self.store.has_rows(table)
 
+    def lacking(self, section: str) -> str:
+        """The section's "needs ..." note when the store lacks its inputs, else "" (the one
+        definition is ``analysis.inputs.NEEDS``)."""
+        from philly_analyze.analysis.inputs import missing_note
+
+        return missing_note(section, self.has, self.store.path)
+
     def columns(self, relation: str) -> set[str]:
         """Column names of a view or table (stores written before a column was added lack it)."""
         rows = self.store.con.execute(f"DESCRIBE {relation}").fetchall()

@@ -67,10 +67,8 @@ def curves(ctx: Context) -> pd.DataFrame:
 def compute(ctx: Context) -> Section:
     """Summary per status, the Figure 8 points, and the per-job CDF inputs."""
     sec = Section("convergence", "Convergence: epochs to the lowest loss (Figure 8)")
-    if not ctx.has("epochs"):
-        sec.notes.append(
-            "needs the epochs table: ingest framework logs that print a loss per epoch or step"
-        )
+    if note := ctx.lacking("convergence"):
+        sec.notes.append(note)
         return sec
     c = curves(ctx)
     if c.empty:

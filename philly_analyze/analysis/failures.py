@@ -72,11 +72,8 @@ def failed_trials(ctx: Context) -> pd.DataFrame:
 def compute(ctx: Context) -> Section:
     """Table 7, the category summary and repeat failures."""
     sec = Section("failures", "Failures by reason (Table 7)")
-    if not ctx.has("failures"):
-        sec.notes.append(
-            "needs the failures table: ingest the jobs' framework logs (stdout/stderr), whose "
-            "errors are classified by the signature rules"
-        )
+    if note := ctx.lacking("failures"):
+        sec.notes.append(note)
         return sec
     t = failed_trials(ctx)
     scoped = "" if ctx.scope.is_all else f"SEMI JOIN {ctx.jobs} USING (job_id)"

@@ -58,15 +58,10 @@ def _busy_table(ctx: Context, horizon: object) -> str:
 def compute(ctx: Context) -> Section:
     """Mean and percentiles of CPU and memory utilization, overall and by server size."""
     sec = Section("host_resources", "Host CPU and memory of servers running GPU jobs (Figure 7)")
-    present = {k: ctx.has(t) for k, (t, _) in _METRICS.items()}
-    if not any(present.values()) or not ctx.has("placements"):
-        need = [t for k, (t, _) in _METRICS.items() if not present[k]]
-        if not ctx.has("placements"):
-            need.append("placements")
-        sec.notes.append(
-            "needs per-minute host metrics and placements; missing: " + ", ".join(need)
-        )
+    if note := ctx.lacking("host_resources"):
+        sec.notes.append(note)
         return sec
+    present = {k: ctx.has(t) for k, (t, _) in _METRICS.items()}
     series = "cpu_util" if present["cpu"] else "mem_util"
     busy = _busy_table(ctx, running_horizon(ctx, series))
     window, params = [], []

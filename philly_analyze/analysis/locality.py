@@ -25,8 +25,8 @@ from philly_analyze.analysis.result import ResultTable, Section
 def compute(ctx: Context) -> Section:
     """Table 5 and the delay-versus-servers table."""
     sec = Section("locality", "Locality: servers spanned (Table 5, Figure 4)")
-    if not ctx.has("placements"):
-        sec.notes.append("needs placements (which servers each attempt ran on)")
+    if note := ctx.lacking("locality"):
+        sec.notes.append(note)
         return sec
     agg = utilization.aggregates(ctx)
     if agg is None:

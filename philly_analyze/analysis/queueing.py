@@ -194,8 +194,8 @@ def _delay_stats(delays_min: np.ndarray) -> dict[str, object]:
 def compute(ctx: Context) -> Section:
     """Delay percentiles per VC and bucket, per attempt, and the Table 2 decomposition."""
     sec = Section("queueing", "Queueing delay and its causes (Table 2, Figure 3)")
-    if not ctx.has("attempts"):
-        sec.notes.append("needs attempts (start times) to measure queueing delay")
+    if note := ctx.lacking("queueing"):
+        sec.notes.append(note)
         return sec
     per = decompose(ctx)
     if per.empty:

@@ -65,11 +65,8 @@ def compute(ctx: Context) -> Section:
 
     sec = Section("gpu_sharing", "GPU sharing with an inference fleet (MuxFlow)")
     path = Path(ctx.store.path)
-    if not has_output(path):
-        sec.notes.append(
-            "no GPU-sharing output in this store: it is written by "
-            "`philly-analyze replay --policy muxflow --out DIR` (then `report --store DIR`)"
-        )
+    if note := ctx.lacking("gpu_sharing"):
+        sec.notes.append(note)
         return sec
     out = SharingOutput.load(path)
     published = SharingConfig.load().paper.published()

@@ -170,10 +170,7 @@ def compute(ctx: Context) -> Section:
     sec = Section("gpu_utilization", "GPU utilization by job size and status (Table 3)")
     agg = aggregates(ctx)
     if agg is None:
-        missing = [t for t in ("gpu_util", "placements") if not ctx.has(t)]
-        sec.notes.append(
-            f"needs per-minute GPU utilization joined to placements; missing: {', '.join(missing)}"
-        )
+        sec.notes.append(ctx.lacking("gpu_utilization"))
         return sec
     if agg.attempts.empty:
         sec.notes.append("no utilization sample falls inside an attempt's placed GPUs and run")

@@ -18,7 +18,9 @@ from philly_analyze import __version__
 
 #: verb -> (module, one-line help). Adding a verb touches this table and one new module.
 VERBS: dict[str, tuple[str, str]] = {
+    "fetch": ("philly_analyze.cli.fetch", "Download a public dataset (the Philly trace, ...)."),
     "ingest": ("philly_analyze.cli.ingest", "Read traces and logs into a store."),
+    "info": ("philly_analyze.cli.info", "Show what a store holds and what it can compute."),
     "report": ("philly_analyze.cli.report", "Compute the paper's analyses on a store."),
     "replay": ("philly_analyze.cli.replay", "Replay a store's jobs through a scheduler policy."),
     "synth": ("philly_analyze.cli.synth", "Write a synthetic cluster history in every format."),
@@ -111,6 +113,7 @@ def main() -> None:
 
     \b
     Example:
+      philly-analyze fetch philly-trace
       philly-analyze ingest trace-data.tar.gz --store philly-store
       philly-analyze report --store philly-store --format html -o report.html
       philly-analyze replay --store philly-store --policy philly,relaxed

@@ -185,7 +185,7 @@ class Workload:
         over the merged views). Excluded jobs are counted in ``notes``."""
         import pyarrow.compute as pc
 
-        total = store.scalar("SELECT count(DISTINCT job_id) FROM jobs_all")
+        total = store.scalar("SELECT count(*) FROM jobs")
         t = store.arrow(
             """
             WITH a AS (SELECT job_id, attempt_idx, duration_s, outcome, num_machines
