@@ -261,3 +261,30 @@ def test_the_local_sweep_needs_no_ray(store: Path) -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "ok"
+
+
+def test_a_parameter_set_to_none_is_labelled_and_plotted(store: Path, tmp_path: Path) -> None:
+    """``max_retries=0,none`` (``sweep --help``): the None run is a cell labelled ``none``,
+    not a blank one that reads as "policy without the parameter" (and the figure drew it:
+    this crashed with ``KeyError: nan``)."""
+    out = tmp_path / "out"
+    r = sweep(
+        "--store", str(store), "--policy", "philly,relaxed", "--param", "max_retries=0,none",
+        "--out", str(out), "--workers", "1", "--format", "csv", "-q",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    runs = _runs(out).set_index(["policy", "param_max_retries"])
+    # relaxed is philly without locality: it takes max_retries too.
+    assert sorted(runs.index) == [("philly", "0"), ("philly", "none"), ("relaxed", "0"),
+                                  ("relaxed", "none")]  # fmt: skip
+    none_run = json.loads(runs.loc[("philly", "none"), "params_json"])
+    assert none_run["max_retries"] is None  # the replay ran with None, the column says "none"
+    labels = {(row["policy"], row["param_max_retries"]) for _, row in _csv(r.stdout).iterrows()}
+    assert ("philly", "none") in labels and ("philly", "0") in labels
+    assert (out / "figures" / "max_retries.png").stat().st_size > 10_000
+
+
+def _csv(text: str) -> pd.DataFrame:
+    import io
+
+    return pd.read_csv(io.StringIO(text), dtype=str)
