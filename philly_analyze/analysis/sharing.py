@@ -63,7 +63,9 @@ def compute(ctx: Context) -> Section:
     from philly_analyze.sim.sharing.config import SharingConfig
     from philly_analyze.sim.sharing.results import SharingOutput
 
-    sec = Section("gpu_sharing", "GPU sharing with an inference fleet (MuxFlow)")
+    sec = Section(
+        "gpu_sharing", "GPU sharing with an inference fleet (MuxFlow)", citation="muxflow"
+    )
     path = Path(ctx.store.path)
     if not has_output(path):
         sec.notes.append(

@@ -11,7 +11,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from philly_analyze.analysis import Report, ResultTable, paper
+from philly_analyze.analysis import Report, ResultTable
 from philly_analyze.report import text
 
 
@@ -28,7 +28,7 @@ def renderables(report: Report) -> Group:
         for note in sec.notes:
             parts.append(Text(f"note: {note}", style="yellow"))
         parts.extend(_table(t) for t in sec.tables)
-    parts.append(Text(f"(paper) = {paper.citation()}", style="dim"))
+    parts.extend(Text(line, style="dim") for line in text.citations(report))
     return Group(*parts)
 
 
