@@ -288,3 +288,41 @@ def _csv(text: str) -> pd.DataFrame:
     import io
 
     return pd.read_csv(io.StringIO(text), dtype=str)
+
+
+def test_former_metric_name_is_accepted_with_a_note(store: Path, tmp_path: Path) -> None:
+    """``fidelity_queue_mae_s`` was renamed ``fidelity_queue_median_abs_err_s`` (it is a
+    median): ``--metric`` takes the old name, says so, and shows the metric; an unknown name
+    is a note naming the closest one."""
+    r = sweep(
+        "--store", str(store), "--policy", "philly", "--metric", "fidelity_queue_mae_s",
+        "--metric", "queue_mean", "--workers", "1", "--format", "csv",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "'fidelity_queue_mae_s' is now called 'fidelity_queue_median_abs_err_s'" in r.stderr
+    assert "no metric 'queue_mean' in these runs (did you mean queue_mean_s?)" in r.stderr
+    table = sweep(
+        "--store", str(store), "--policy", "philly", "--metric", "fidelity_queue_mae_s",
+        "--workers", "1", "-q",
+    )  # fmt: skip
+    assert "fidelity_queue_median_abs_err_s" in table.stdout.splitlines()[2]
+
+
+def test_runs_of_an_older_version_resume_under_the_new_metric_name(
+    store: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    args = ("--store", str(store), "--policy", "philly", "--out", str(out), "--workers", "1")
+    assert sweep(*args, "-q").exit_code == 0
+    old = pq.read_table(out / "runs.parquet")
+    names = [
+        "fidelity_queue_mae_s" if n == "fidelity_queue_median_abs_err_s" else n
+        for n in old.column_names
+    ]
+    pq.write_table(old.rename_columns(names), out / "runs.parquet")  # as an older version wrote
+    again = sweep(*args, "--format", "json", "-q")
+    doc = json.loads(again.stdout)
+    assert doc["executed"] == 0 and doc["skipped"] == 1
+    assert "fidelity_queue_median_abs_err_s" in _runs(out).columns
+    assert "fidelity_queue_mae_s" not in _runs(out).columns
+    assert "fidelity_queue_median_abs_err_s" in {row["metric"] for row in doc["summary"]}

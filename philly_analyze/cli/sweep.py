@@ -115,7 +115,8 @@ summary.parquet, figures/*.png|svg, report.md.
     "metrics",
     multiple=True,
     help="Metric(s) to show and plot (repeatable or comma-separated); default: the table "
-    "shows JCT, queueing, utilization and makespan, the figures every metric that varies.",
+    "shows JCT, queueing, utilization and makespan, the figures every metric that varies. "
+    "Former names (fidelity_queue_mae_s) are accepted, with a note.",
 )
 @click.option("--no-figures", is_flag=True, help="Do not draw the figures (faster for big grids).")
 @click.option(
@@ -211,7 +212,7 @@ def command(
         log(f"wrote {res.out}/runs.parquet, summary.parquet, report.md")
         for f in res.figures:
             log(f"figure: {f}")
-    _print(res, fmt, chosen, store_path)
+    _print(res, fmt, res.metrics, store_path)
     if len(res.failed):
         raise UserError(
             f"{len(res.failed)} of {len(res.runs)} runs failed (listed above"

@@ -32,7 +32,12 @@ def _plt() -> Any:
 
 
 def unit(metric: str, values: np.ndarray) -> tuple[float, str]:
-    """Divisor and label that make ``metric``'s values readable (seconds to min/h/d)."""
+    """Divisor and label that make ``metric``'s values readable (seconds to min/h/d;
+    fractions as %: ``sim.units``)."""
+    from philly_analyze.sim.units import FRACTION_METRICS
+
+    if metric in FRACTION_METRICS:
+        return 0.01, "%"
     if metric.endswith("_s"):
         big = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 0.0
         for lim, div, name in ((120, 1, "s"), (7200, 60, "min"), (172800, 3600, "h")):

@@ -198,7 +198,13 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
         t = pq.read_table(path)
     except (OSError, pa.ArrowInvalid) as e:
         raise UserError(f"cannot read earlier sweep results: {e}", source=str(path)) from None
+    from philly_analyze.sim.metrics import METRIC_ALIASES
+
     rows = t.to_pylist()
+    for r in rows:
+        for old, new in METRIC_ALIASES.items():  # written by an older version: current name
+            if old in r:
+                r[new] = r.pop(old)
     for r in rows:  # a row from a part holds every column of that part: drop the empty ones
         for k in [k for k, v in r.items() if v is None and k not in FIXED]:
             del r[k]
