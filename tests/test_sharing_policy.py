@@ -246,6 +246,6 @@ def test_dedicated_without_training_gpus_says_why_no_job_started() -> None:
             "--format",
             "json",
             "-q",
-        ).stdout  # fmt: skip
+        ).stdout
     )
     assert "run no training" in doc["results"][0]["footnotes"]["jobs_unscheduled"]
