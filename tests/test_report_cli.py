@@ -220,3 +220,29 @@ def test_cli_section_names_agree_with_the_analyses() -> None:
 
     assert tuple(SECTIONS) == SECTION_NAMES
     assert set(SECTION_ALIASES) == set(ALIASES)
+
+
+def test_terminal_says_which_table7_columns_it_leaves_out(full_store: Path) -> None:
+    """Table 7 has 26 columns: on a narrow terminal the compact 8 are shown and the caption
+    names the other (computed) ones and how to see them; on a wide one all are shown."""
+    from philly_analyze.analysis import run
+    from philly_analyze.report import terminal
+    from philly_analyze.store import Store
+
+    with Store(full_store, read_only=True) as store:
+        report = run(store, ["failures"])
+    narrow = terminal.render(report, width=120)
+    t7 = narrow[narrow.index("[Table 7]") :].split("Failures by category")[0]
+    header = next(ln for ln in t7.splitlines() if "reason" in ln and "categories" in ln)
+    assert header.count("(paper)") == 3 and "users" not in header  # trials, rtf p50, rtf total
+    hint = " ".join(t7.split("Not shown, for want of width: ")[1].split())
+    assert hint.startswith(
+        "jobs, users, rtf p90 min, rtf p95 min, gpu demand 1, gpu demand 2 4, gpu demand gt4, "
+        "rtf x demand, rtf x demand pct, example (and their paper values). All 26 columns: "
+        "--format md, html or json, or a terminal"
+    )
+    wide = terminal.render(report, width=1000)
+    assert "Not shown" not in wide
+    t7 = wide[wide.index("[Table 7]") :]
+    top = next(ln for ln in t7.splitlines() if ln.startswith("┏"))
+    assert top.count("┳") == 26 - 1  # every column
