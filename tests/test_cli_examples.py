@@ -5,7 +5,9 @@ of ``philly-analyze --help`` and of each command's ``--help``; a line ending in 
 on the next), so a new command or example is covered without touching this file. They run
 in-process (``CliRunner``), in order, in one folder that holds what they name: the bundled
 ``sample_data/``, a ``trace-data.tar.gz`` made of its five published-format files, YARN logs
-(``rm.log``, ``rm.log.1.gz``, ``logs/``) and ``quotas.csv``; stores such as ``philly-store``
+(``rm.log``, ``rm.log.1.gz``, ``logs/``), ``quotas.csv`` and small inputs in other layouts
+(Ganglia, Gavel, RFold, framework logs); a pattern such as ``traces/*.trace`` is expanded as
+a shell would; stores such as ``philly-store``
 and ``what-if`` are made by earlier examples, as they would be for a user.
 
 An example ending in ``# needs: ...`` needs what a test machine may lack (the network, a Ray
@@ -19,6 +21,7 @@ that is a slow test (``make test-all``); the default suite parses every example.
 
 from __future__ import annotations
 
+import glob
 import gzip
 import io
 import json
@@ -126,7 +129,35 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy(f, d / "logs")
     quotas = (sample / "ground_truth" / "vc_quotas.csv").read_bytes()
     (d / "quotas.csv").write_bytes(quotas.replace(SAMPLE_VC.encode(), REAL_VC.encode()))
+    _other_inputs(d, sample)
     return d
+
+
+def _other_inputs(d: Path, sample: Path) -> None:
+    """Inputs of the ingest examples for other layouts: Ganglia CSVs named HOST_METRIC.csv,
+    Gavel traces and throughputs, RFold's arrivals, framework logs named by job."""
+    (d / "ganglia").mkdir()
+    for f in sorted((sample / "ganglia" / "philly" / "m0").glob("*.csv"))[:4]:
+        shutil.copy(f, d / "ganglia" / f"m0_{f.name}")
+    (d / "traces").mkdir()
+    # Gavel's msr layout (job type, command, num_steps_arg, needs_data_dir, total_steps,
+    # arrival seconds, scale factor) and its throughputs: type -> "('job', scale)" -> steps/s.
+    for name, scale in (("a", 1), ("b", 2)):
+        (d / "traces" / f"{name}.trace").write_text(
+            f"ResNet-18 (batch size 128)\tpython3 main.py\t--num_steps\t1\t36000\t60.0\t{scale}\n"
+        )
+    job = "('ResNet-18 (batch size 128)', {})"
+    (d / "throughputs.json").write_text(
+        json.dumps({"v100": {job.format(1): {"null": 20.0}, job.format(2): {"null": 36.0}}})
+    )
+    (d / "rfold_philly_arrivals.csv").write_text(
+        "#job id,arrival time (sec),topology,shape,size,duration (sec)\n"
+        "0,0.0,CLOS,1,1,3600.0\n1,60.0,CLOS,1,4,7200.0\n"
+    )
+    (d / "slurm-logs").mkdir()
+    logs = sorted((sample / "framework").glob("*/attempt_0/stdout.txt"))[:2]
+    for i, f in enumerate(logs):
+        shutil.copy(f, d / "slurm-logs" / f"slurm-{1001 + i}.out")
 
 
 #: `report --vc ee9e8c` names one of Philly's real VCs: the sample's largest VC takes its name
@@ -154,18 +185,29 @@ def test_every_example_parses(
     """Parsed with every option validated (types, choices, ranges, input files that must
     exist), as click does before running."""
     monkeypatch.chdir(workspace)
-    ctx = main.make_context("philly-analyze", list(example.args))
-    sub = main.get_command(ctx, example.args[0])
+    args = _expanded(example.args)
+    ctx = main.make_context("philly-analyze", args)
+    sub = main.get_command(ctx, args[0])
     assert sub is not None, example.text
-    with sub.make_context(example.args[0], list(example.args[1:]), parent=ctx):
+    with sub.make_context(args[0], args[1:], parent=ctx):
         pass
+
+
+def _expanded(args: tuple[str, ...]) -> list[str]:
+    """The arguments as a shell passes them: a pattern (``traces/*.trace``) becomes the files
+    it matches in the current folder (left as it is when none do)."""
+    out: list[str] = []
+    for a in args:
+        hits = sorted(glob.glob(a)) if any(c in a for c in "*?[") else []
+        out += hits or [a]
+    return out
 
 
 def _run(example: Example, where: Path) -> float:
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        r = CliRunner().invoke(main, list(example.args))
+        r = CliRunner().invoke(main, _expanded(example.args))
     secs = time.perf_counter() - t0
     assert r.exit_code == 0, (example.text, r.output[-3000:], r.exception)
     plotted = [str(w.message) for w in seen if "matplotlib" in w.filename]
