@@ -169,6 +169,34 @@ def table2_causes(report: Report) -> Figure | None:
     return fig
 
 
+def _table5_panel(ax: Any, s16: pd.DataFrame) -> None:
+    """Utilization CDF of 16-GPU jobs per number of servers spanned, the paper's Table 5 mean
+    in the legend; every line its own colour and style."""
+    groups = list(s16.groupby("servers", sort=True))
+    for k, (servers, h) in enumerate(groups):
+        x, y = hist_cdf(h)
+        mean = float(h["util_sum"].sum()) / float(h["minutes"].sum())
+        pm = paper.lookup("table5", "servers", servers, "mean")
+        ref = f" (paper {pm:.1f})" if pm is not None else ""
+        color, ls = line_style(k)
+        ax.step(
+            x, y, where="post", color=color, ls=ls,
+            label=f"{servers} servers: mean {mean:.1f}{ref}",
+        )  # fmt: skip
+    ax.set_xlim(0, 100)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("GPU utilization (%)")
+    ax.set_ylabel("fraction of GPU-minutes")
+    ax.set_title("16-GPU jobs by servers spanned (Table 5)")
+    if len(groups) > 5:  # a long legend would cover the curves: beside the panel
+        ax.legend(
+            loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7,
+            title="mean util %", title_fontsize=7.5,
+        )  # fmt: skip
+    else:
+        ax.legend(loc="lower right", fontsize=7.5, title="mean util %", title_fontsize=7.5)
+
+
 def fig4_locality(report: Report) -> Figure | None:
     sec = _section(report, "locality")
     if sec is None:
@@ -181,31 +209,8 @@ def fig4_locality(report: Report) -> Figure | None:
     fig, axes = _fig(4.6 * panels, 3.6, panels, 1)
     i = 0
     if s16 is not None and not s16.empty:
-        ax = axes[0][i]
+        _table5_panel(axes[0][i], s16)
         i += 1
-        groups = list(s16.groupby("servers", sort=True))
-        for k, (servers, h) in enumerate(groups):
-            x, y = hist_cdf(h)
-            mean = float(h["util_sum"].sum()) / float(h["minutes"].sum())
-            pm = paper.lookup("table5", "servers", servers, "mean")
-            ref = f" (paper {pm:.1f})" if pm is not None else ""
-            color, ls = line_style(k)
-            ax.step(
-                x, y, where="post", color=color, ls=ls,
-                label=f"{servers} servers: mean {mean:.1f}{ref}",
-            )  # fmt: skip
-        ax.set_xlim(0, 100)
-        ax.set_ylim(0, 1.02)
-        ax.set_xlabel("GPU utilization (%)")
-        ax.set_ylabel("fraction of GPU-minutes")
-        ax.set_title("16-GPU jobs by servers spanned (Table 5)")
-        if len(groups) > 5:  # a long legend would cover the curves: beside the panel
-            ax.legend(
-                loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7,
-                title="mean util %", title_fontsize=7.5,
-            )  # fmt: skip
-        else:
-            ax.legend(loc="lower right", fontsize=7.5, title="mean util %", title_fontsize=7.5)
     if dly is not None and not dly.empty:
         from matplotlib.ticker import MaxNLocator
 

@@ -125,13 +125,12 @@ def run_sweep(
         spec, runs, summary, len(todo), len(tasks) - len(todo), run.seconds, run.where, mode,
         run.startup, inputs.identity, out_path,
     )  # fmt: skip
-    result.metrics, notes = resolve_metrics(metrics, list(dict.fromkeys(summary["metric"])))
-    result.notes += notes
-    for pol in seed_invariant(summary):
-        result.notes.append(
-            f"{pol}: every seed gave the same metrics (the policy uses no randomness); "
-            "--jitter SECONDS perturbs arrivals per seed"
-        )
+    result.metrics, result.notes = resolve_metrics(metrics, list(dict.fromkeys(summary["metric"])))
+    result.notes += [
+        f"{pol}: every seed gave the same metrics (the policy uses no randomness); "
+        "--jitter SECONDS perturbs arrivals per seed"
+        for pol in seed_invariant(summary)
+    ]
     if out_path is not None:
         _write_outputs(result, out_path, figures, result.metrics or None, confidence)
     return result
