@@ -12,7 +12,7 @@ and ``what-if`` are made by earlier examples, as they would be for a user.
 
 An example ending in ``# needs: ...`` needs what a test machine may lack (the network, a Ray
 cluster, 9 GB of disk): it is only parsed, with click's own validation of every option,
-never run. ``| jq .KEY`` checks that stdout is JSON with that key; ``> FILE`` writes stdout
+never run. ``| jq .KEY...`` checks that stdout is JSON with that first key; ``> FILE`` writes stdout
 there. No example may make matplotlib warn (a warning is printed on the user's stderr).
 
 Running them all takes minutes (a 20,000-GPU sharing day, sweeps, a synthetic history), so
@@ -25,6 +25,7 @@ import glob
 import gzip
 import io
 import json
+import re
 import shlex
 import shutil
 import tarfile
@@ -55,7 +56,7 @@ class Example:
     args: tuple[str, ...]  # after `philly-analyze`
     needs: str | None = None
     stdout_to: str | None = None  # `> FILE`
-    jq_key: str | None = None  # `| jq .KEY`
+    jq_key: str | None = None  # `| jq .KEY...`: the first key of the filter
 
 
 def _block(help_text: str) -> list[str]:
@@ -87,8 +88,9 @@ def _example(help_of: str, line: str) -> Example:
     if "|" in words:
         i = words.index("|")
         pipe = words[i + 1 :]
-        assert pipe[0] == "jq" and pipe[1].startswith("."), f"unsupported pipe in {line!r}"
-        words, jq_key = words[:i], pipe[1][1:]
+        key = re.match(r"\.(\w+)", pipe[1]) if pipe[0] == "jq" and len(pipe) == 2 else None
+        assert key, f"unsupported pipe in {line!r} (only `| jq .KEY...`)"
+        words, jq_key = words[:i], key.group(1)
     assert "..." not in words, f"an example must be a whole command: {line!r}"
     return Example(help_of, line, tuple(words), needs, stdout_to, jq_key)
 
