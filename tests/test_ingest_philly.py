@@ -369,6 +369,24 @@ def test_detection_by_content_not_name(tmp_path: Path, store_dir: Path) -> None:
     }
 
 
+def test_input_format_skips_detection(tmp_path: Path, store_dir: Path) -> None:
+    """--input-format NAME reads every file as NAME; --format NAME is its former spelling
+    (still accepted, with a note); an unknown name is a usage error naming both kinds."""
+    d = _five_files(tmp_path / "t")
+    machines = d / "cluster_machine_list"
+    r = ingest(machines, "--store", store_dir, "--input-format", "philly_machine_list")
+    assert r.exit_code == 0, r.output
+    assert q(store_dir, "SELECT format FROM ingest_log") == [("philly_machine_list",)]
+    old = ingest(machines, "--store", tmp_path / "s2", "--format", "philly_machine_list")
+    assert old.exit_code == 0, old.output
+    assert "deprecated --format philly_machine_list: use --input-format" in old.stderr
+    bad = ingest(machines, "--store", store_dir, "--format", "nope")
+    assert bad.exit_code == 2
+    assert "'nope' is neither a summary format (table, json) nor an input format" in bad.stderr
+    bad = ingest(machines, "--store", store_dir, "--input-format", "nope")
+    assert bad.exit_code == 2 and "unknown input format 'nope'" in bad.stderr
+
+
 def test_gz_files_and_streamed_tar_gz(tmp_path: Path) -> None:
     d = _five_files(tmp_path / "t")
     gzdir = tmp_path / "gz"
@@ -525,11 +543,15 @@ def test_unknown_files_in_a_folder_are_listed_and_skipped(tmp_path: Path, store_
 # ---------------------------------------------------------------------------- output
 def test_json_summary_on_stdout_and_help_example(tmp_path: Path, store_dir: Path) -> None:
     d = _five_files(tmp_path / "t")
-    r = ingest(d, "--store", store_dir, "--json", "--quiet")
+    r = ingest(d, "--store", store_dir, "--format", "json", "--quiet")
     assert r.exit_code == 0
     data = json.loads(r.stdout)
     assert data["rows_in_store"]["gpu_util"] == 10 and data["rejected"] == 0
     assert r.stderr == ""
+    # --json (the former spelling) still works, with a note on stderr
+    old = ingest(d, "--store", store_dir, "--json")
+    assert json.loads(old.stdout)["rows_in_store"] == data["rows_in_store"]
+    assert "note: deprecated --json: use --format json" in old.stderr
     h = CliRunner().invoke(main, ["ingest", "--help"])
     assert "Examples:" in h.output and "philly-analyze ingest" in h.output
 

@@ -220,3 +220,69 @@ def test_cli_section_names_agree_with_the_analyses() -> None:
 
     assert tuple(SECTIONS) == SECTION_NAMES
     assert set(SECTION_ALIASES) == set(ALIASES)
+
+
+def test_terminal_says_which_table7_columns_it_leaves_out(full_store: Path) -> None:
+    """Table 7 has 26 columns: on a narrow terminal the compact 8 are shown and the caption
+    names the other (computed) ones and how to see them; on a wide one all are shown."""
+    from philly_analyze.analysis import run
+    from philly_analyze.report import terminal
+    from philly_analyze.store import Store
+
+    with Store(full_store, read_only=True) as store:
+        report = run(store, ["failures"])
+    narrow = terminal.render(report, width=120)
+    t7 = narrow[narrow.index("[Table 7]") :].split("Failures by category")[0]
+    header = next(ln for ln in t7.splitlines() if "reason" in ln and "categories" in ln)
+    assert header.count("(paper)") == 3 and "users" not in header  # trials, rtf p50, rtf total
+    hint = " ".join(t7.split("Not shown, for want of width: ")[1].split())
+    assert hint.startswith(
+        "jobs, users, rtf p90 min, rtf p95 min, gpu demand 1, gpu demand 2 4, gpu demand gt4, "
+        "rtf x demand, rtf x demand pct, example (and their paper values). All 26 columns: "
+        "--format md, html or json, or a terminal"
+    )
+    wide = terminal.render(report, width=1000)
+    assert "Not shown" not in wide
+    t7 = wide[wide.index("[Table 7]") :]
+    top = next(ln for ln in t7.splitlines() if ln.startswith("┏"))
+    assert top.count("┳") == 26 - 1  # every column
+
+
+def test_unknown_vc_is_an_error_naming_the_stores_vcs(full_store: Path) -> None:
+    r = CliRunner().invoke(main, ["report", "--store", str(full_store), "--vc", "c", "-q"])
+    assert r.exit_code == 1 and r.stdout == ""
+    # The store's VCs, sorted: 'a', 'b' and the one with markup in its name (printed as text).
+    assert r.stderr == (f"error: {full_store}: no VC 'c' in this store; its VCs: {EVIL_VC}, a, b\n")
+
+
+def test_unknown_vc_among_many_names_the_closest() -> None:
+    from philly_analyze.analysis.selection import _unknown_vcs
+
+    known = [
+        f"{h}{i}" for i, h in enumerate(["0e4a", "11b2", "2c9d", "3f70", "4d21", "5a8e", "6b3c"])
+    ]
+    known += [f"vc{i:02d}" for i in range(10)]  # 17 VCs: too many to list
+    # "2c9" is a prefix of 2c9d2 only (difflib ratio with vc09: 2*2/7 = 0.57 < 0.6).
+    msg = _unknown_vcs(["2c9"], known)
+    assert msg == "no VC '2c9' in this store; closest of its 17 VCs: 2c9d2"
+    # No VC starts with "vc1"; vc01 matches "vc" and "1": ratio 2*3/7 = 0.86, vc00 2*2/7.
+    assert _unknown_vcs(["vc1"], known) == "no VC 'vc1' in this store; closest of its 17 VCs: vc01"
+    assert _unknown_vcs(["x"], []) == "no VC 'x' in this store (it has no job with a VC)"
+
+
+def test_window_without_jobs_is_a_note(full_store: Path) -> None:
+    # Submits at minutes 0, 5, 10 and 20 after 2017-10-02T00:00Z; nothing in 2018.
+    r = invoke("--store", str(full_store), "--format", "json", "--since", "2018-01-01")
+    assert r.exit_code == 0
+    note = (
+        "no job was submitted in this window (submitted from 2018-01-01T00:00:00+00:00); the "
+        "store's jobs were submitted from 2017-10-02 00:00 to 2017-10-02 00:20 UTC"
+    )
+    assert json.loads(r.stdout)["section_notes"]["summary"][0] == note
+    assert note in " ".join(r.stderr.split())
+    r = invoke("--store", str(full_store), "--format", "json", "--vc", "b", "--until",
+               "2017-10-02T00:05", "-q")  # fmt: skip
+    notes = json.loads(r.stdout)["section_notes"]["summary"]
+    assert notes[0].startswith("no job of VC b was submitted in this window (VC b; submitted")
+    assert notes[0].endswith("jobs of VC b were submitted from 2017-10-02 00:10 to 2017-10-02 "
+                             "00:10 UTC")  # fmt: skip

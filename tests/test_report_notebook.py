@@ -1,19 +1,27 @@
-"""The notebook runs top to bottom on the sample store (``make test-all``)."""
+"""The notebook runs top to bottom on the sample store (``make test-all``): through nbclient
+(its figures are drawn), and with the very commands the notebook and README give a user,
+``jupyter execute`` from the repository root and from the notebook's folder after
+``make demo`` (no PHILLY_STORE: the notebook finds ``demo-store/``)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "paper_analyses.ipynb"
+#: `jupyter` of this environment (nbclient's `jupyter execute`, installed by `make install`).
+JUPYTER = Path(sys.executable).parent / "jupyter"
 
 
-def _sample_store(tmp: Path) -> Path:
-    """The ingested sample_data/ when it exists, else a small generated store."""
-    store = tmp / "store"
+def _sample_store(store: Path) -> Path:
+    """The ingested sample_data/ (what `make demo` writes) when it exists, else a small
+    generated store."""
     sample = ROOT / "sample_data"
     if sample.exists() and any(sample.iterdir()):
         from click.testing import CliRunner
@@ -23,8 +31,6 @@ def _sample_store(tmp: Path) -> Path:
         r = CliRunner().invoke(main, ["ingest", str(sample), "--store", str(store), "-q"])
         assert r.exit_code == 0, r.output
         return store
-    import sys
-
     sys.path.insert(0, str(ROOT))  # bench/ is a folder of the repo, not an installed package
     from bench._reportstore import build_store
 
@@ -35,7 +41,7 @@ def _sample_store(tmp: Path) -> Path:
 def test_notebook_executes(tmp_path: Path) -> None:
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    store = _sample_store(tmp_path)
+    store = _sample_store(tmp_path / "store")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     old = os.environ.get("PHILLY_STORE")
     os.environ["PHILLY_STORE"] = str(store)
@@ -50,3 +56,28 @@ def test_notebook_executes(tmp_path: Path) -> None:
     assert not [o for o in outputs if o.get("output_type") == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) >= 5  # the figures were drawn
+
+
+@pytest.mark.slow
+def test_jupyter_execute_from_the_root_and_from_the_notebooks_folder(tmp_path: Path) -> None:
+    """A copy of the repository's layout: notebooks/paper_analyses.ipynb and, after
+    `make demo`, demo-store/ at the root. Both commands of the notebook's introduction run."""
+    if not JUPYTER.exists():
+        pytest.fail(f"{JUPYTER} missing: `make install` installs nbclient's `jupyter execute`")
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    shutil.copy(NOTEBOOK, repo / "notebooks")
+    env = {k: v for k, v in os.environ.items() if k != "PHILLY_STORE"}
+
+    def execute(cwd: Path, path: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(JUPYTER), "execute", path], cwd=cwd, env=env, capture_output=True, text=True
+        )
+
+    before = execute(repo, "notebooks/paper_analyses.ipynb")  # no `make demo` yet
+    assert before.returncode != 0 and "run `make demo` at the repository root" in before.stderr
+    _sample_store(repo / "demo-store")
+    for cwd, path in ((repo, "notebooks/paper_analyses.ipynb"),
+                      (repo / "notebooks", "paper_analyses.ipynb")):  # fmt: skip
+        done = execute(cwd, path)
+        assert done.returncode == 0, done.stderr[-3000:]

@@ -63,3 +63,31 @@ def test_other_stores_leave_the_section_out_unless_asked(tmp_path: Path) -> None
     )
     assert doc["gpu_sharing"] == []
     assert "replay --policy muxflow --out" in doc["section_notes"]["gpu_sharing"][0]
+
+
+def test_footer_cites_muxflow_beside_the_atc_paper(muxflow_store: Path, tmp_path: Path) -> None:
+    """The sharing section's paper values are MuxFlow's: the footer cites it (and the ATC'19
+    paper for the other sections); a report without that section cites only ATC'19."""
+    _invoke("report", "--store", str(muxflow_store), "-o", str(tmp_path / "r.html"), "-q")
+    footer = (tmp_path / "r.html").read_text().split("<footer>")[1]
+    assert "Zhao et al. MuxFlow: Efficient and Safe GPU Sharing" in footer
+    assert "arXiv 2303.13803" in footer and "USENIX ATC 2019" in footer
+    only = json.loads(
+        _invoke(
+            "report",
+            "--store",
+            str(muxflow_store),
+            "--section",
+            "gpu_sharing",
+            "--format",
+            "json",
+            "-q",
+        )
+    )["meta"]["citations"]
+    assert len(only) == 1 and only[0].startswith("(paper) values of the GPU sharing section: Zhao")
+    plain = json.loads(
+        _invoke(
+            "report", "--store", str(muxflow_store), "--section", "status", "--format", "json", "-q"
+        )
+    )["meta"]["citations"]
+    assert len(plain) == 1 and "ATC 2019" in plain[0] and "Zhao" not in plain[0]

@@ -214,3 +214,38 @@ def test_replay_scenario_paper_from_the_cli(tmp_path: Path) -> None:
     # A queue policy cannot run a scenario.
     r = CliRunner().invoke(main, ["replay", "--policy", "philly", "--scenario", "paper"])
     assert r.exit_code == 1 and "needs a sharing policy" in r.output
+
+
+def test_dedicated_without_training_gpus_says_why_no_job_started() -> None:
+    """The paper scenario has no training GPUs: dedicated (no sharing) starts no job. The
+    comparison table marks jobs_unscheduled with a footnote saying so, and shows fractions
+    as percentages like the other utilizations (not 0.253 beside 96.9%)."""
+    r = run(
+        "replay", "--policy", "dedicated,muxflow", "--scenario", "paper", "--param",
+        "online_gpus=16", "--param", "minutes=120", "--format", "md", "-q",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    row = next(ln for ln in lines if ln.startswith("| jobs_unscheduled |"))
+    assert row.split("|")[2].strip().endswith("[1]")  # dedicated's cell, not muxflow's
+    note = next(ln for ln in lines if ln.startswith("[1] dedicated jobs_unscheduled:"))
+    assert "run no training" in note and "ordinary_gpus 0" in note
+    util = next(ln for ln in lines if ln.startswith("| gpu_util_online |"))
+    assert all(c.strip().endswith("%") for c in util.split("|")[2:4])
+    doc = json.loads(
+        run(
+            "replay",
+            "--policy",
+            "dedicated",
+            "--scenario",
+            "paper",
+            "--param",
+            "online_gpus=16",
+            "--param",
+            "minutes=120",
+            "--format",
+            "json",
+            "-q",
+        ).stdout
+    )
+    assert "run no training" in doc["results"][0]["footnotes"]["jobs_unscheduled"]

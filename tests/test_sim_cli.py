@@ -38,7 +38,7 @@ def test_replay_json_compares_policies_and_writes_stores(tmp_path: Path) -> None
     doc = json.loads(r.stdout)
     assert [x["policy"] for x in doc["results"]] == ["philly", "relaxed"]
     m = doc["results"][0]["metrics"]
-    assert m["jobs"] == 3 and m["fidelity_queue_mae_s"] == 30.0
+    assert m["jobs"] == 3 and m["fidelity_queue_median_abs_err_s"] == 30.0
     assert doc["results"][0]["params"]["locality_wait_min"] == 10.0
     # Each policy's schedule is a store the report can read.
     with Store(tmp_path / "out" / "philly", read_only=True) as st:
@@ -63,7 +63,7 @@ def test_replay_csv_md_and_table(tmp_path: Path) -> None:
     assert ["jobs", "3", "3"] in rows
     r = run("replay", "--store", store, "--policy", "philly", "--format", "md", "-q")
     assert r.stdout.splitlines()[0] == "| metric | philly |"
-    assert "| fidelity_queue_mae_s | 30.0 s |" in r.stdout
+    assert "| fidelity_queue_median_abs_err_s | 30.0 s |" in r.stdout
     r = run("replay", "--store", store, "--policy", "philly")
     assert "policy comparison" in r.stdout and "replaying 3 jobs" in r.stderr
 

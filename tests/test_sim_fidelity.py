@@ -50,7 +50,7 @@ def test_replaying_a_replay_reproduces_start_times(tmp_path: Path) -> None:
     out = write_result_store(first, tmp_path / "out")
     second = run_replay(out, "philly", params, racks=2)
     assert _starts(second.attempts) == _starts(first.attempts)
-    assert second.metrics["fidelity_queue_mae_s"] == 0.0
+    assert second.metrics["fidelity_queue_median_abs_err_s"] == 0.0
     assert second.metrics["fidelity_jobs"] == len(wl)
     for k in ("jct_mean_s", "queue_p95_s", "makespan_s", "gpu_util_allocated_pct"):
         assert second.metrics[k] == first.metrics[k]
@@ -68,7 +68,7 @@ def test_results_are_deterministic() -> None:
 
 def test_observed_data_reports_median_absolute_queue_error(tmp_path: Path) -> None:
     res = run_replay(observed_store(tmp_path / "s"), "philly")
-    assert res.metrics["fidelity_queue_mae_s"] == 30.0
+    assert res.metrics["fidelity_queue_median_abs_err_s"] == 30.0
     # errors 0, 30, 60 s: the 90th percentile interpolates 30 + 0.8 x 30
     assert res.metrics["fidelity_queue_p90_abs_err_s"] == pytest.approx(54.0)
     assert res.metrics["fidelity_jobs"] == 3

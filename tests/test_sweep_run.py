@@ -261,3 +261,68 @@ def test_the_local_sweep_needs_no_ray(store: Path) -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "ok"
+
+
+def test_a_parameter_set_to_none_is_labelled_and_plotted(store: Path, tmp_path: Path) -> None:
+    """``max_retries=0,none`` (``sweep --help``): the None run is a cell labelled ``none``,
+    not a blank one that reads as "policy without the parameter" (and the figure drew it:
+    this crashed with ``KeyError: nan``)."""
+    out = tmp_path / "out"
+    r = sweep(
+        "--store", str(store), "--policy", "philly,relaxed", "--param", "max_retries=0,none",
+        "--out", str(out), "--workers", "1", "--format", "csv", "-q",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    runs = _runs(out).set_index(["policy", "param_max_retries"])
+    # relaxed is philly without locality: it takes max_retries too.
+    assert sorted(runs.index) == [("philly", "0"), ("philly", "none"), ("relaxed", "0"),
+                                  ("relaxed", "none")]  # fmt: skip
+    none_run = json.loads(runs.loc[("philly", "none"), "params_json"])
+    assert none_run["max_retries"] is None  # the replay ran with None, the column says "none"
+    labels = {(row["policy"], row["param_max_retries"]) for _, row in _csv(r.stdout).iterrows()}
+    assert ("philly", "none") in labels and ("philly", "0") in labels
+    assert (out / "figures" / "max_retries.png").stat().st_size > 10_000
+
+
+def _csv(text: str) -> pd.DataFrame:
+    import io
+
+    return pd.read_csv(io.StringIO(text), dtype=str)
+
+
+def test_former_metric_name_is_accepted_with_a_note(store: Path, tmp_path: Path) -> None:
+    """``fidelity_queue_mae_s`` was renamed ``fidelity_queue_median_abs_err_s`` (it is a
+    median): ``--metric`` takes the old name, says so, and shows the metric; an unknown name
+    is a note naming the closest one."""
+    r = sweep(
+        "--store", str(store), "--policy", "philly", "--metric", "fidelity_queue_mae_s",
+        "--metric", "queue_mean", "--workers", "1", "--format", "csv",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "'fidelity_queue_mae_s' is now called 'fidelity_queue_median_abs_err_s'" in r.stderr
+    assert "no metric 'queue_mean' in these runs (did you mean queue_mean_s?)" in r.stderr
+    table = sweep(
+        "--store", str(store), "--policy", "philly", "--metric", "fidelity_queue_mae_s",
+        "--workers", "1", "-q",
+    )  # fmt: skip
+    assert "fidelity_queue_median_abs_err_s" in table.stdout.splitlines()[2]
+
+
+def test_runs_of_an_older_version_resume_under_the_new_metric_name(
+    store: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    args = ("--store", str(store), "--policy", "philly", "--out", str(out), "--workers", "1")
+    assert sweep(*args, "-q").exit_code == 0
+    old = pq.read_table(out / "runs.parquet")
+    names = [
+        "fidelity_queue_mae_s" if n == "fidelity_queue_median_abs_err_s" else n
+        for n in old.column_names
+    ]
+    pq.write_table(old.rename_columns(names), out / "runs.parquet")  # as an older version wrote
+    again = sweep(*args, "--format", "json", "-q")
+    doc = json.loads(again.stdout)
+    assert doc["executed"] == 0 and doc["skipped"] == 1
+    assert "fidelity_queue_median_abs_err_s" in _runs(out).columns
+    assert "fidelity_queue_mae_s" not in _runs(out).columns
+    assert "fidelity_queue_median_abs_err_s" in {row["metric"] for row in doc["summary"]}

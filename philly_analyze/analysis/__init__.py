@@ -91,6 +91,8 @@ class Report:
     scope: Scope = field(default_factory=Scope)
     store_path: str = ""
     quota_source: str = ""
+    #: Notes on the selection itself (a --since/--until window without jobs).
+    scope_notes: list[str] = field(default_factory=list)
 
     def __getitem__(self, name: str) -> Section:
         return self.sections[ALIASES.get(name, name)]
@@ -124,6 +126,9 @@ def run(
     if not sections:
         names = [n for n in names if n not in OPTIONAL_SECTIONS or OPTIONAL_SECTIONS[n](store)]
     scope = scope or Scope()
+    from philly_analyze.analysis import selection
+
+    scope_notes = selection.check(store, scope)  # an unknown --vc raises here
     out: dict[str, Section] = {}
     with Context(store, scope, vc_quotas) as ctx:
         for name in names:
@@ -134,4 +139,7 @@ def run(
             sec.seconds = time.perf_counter() - t0
             out[name] = sec
         quota_source = ctx.quota_source if "quotas" in ctx.cache else ""
-    return Report(out, scope, str(store.path), quota_source)
+    if scope_notes and out:  # first thing a reader sees: the summary, else the first section
+        first = out.get("summary") or next(iter(out.values()))
+        first.notes[:0] = scope_notes
+    return Report(out, scope, str(store.path), quota_source, scope_notes)

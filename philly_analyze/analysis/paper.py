@@ -1,9 +1,11 @@
 """The paper's published numbers (``philly_analyze/data/paper_atc19.json``), shown beside the
-computed ones. The data file names its source; nothing here reads ../shared at run time."""
+computed ones, and the publications they come from (``data/citations.json``: the ATC'19 paper,
+and MuxFlow for the GPU sharing section). Nothing here reads ../shared at run time."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -15,9 +17,28 @@ def _data() -> dict[str, Any]:
     return json.loads(text)
 
 
-def citation() -> str:
-    """The paper, for report footers."""
-    return str(_data()["source"])
+@cache
+def _citations() -> dict[str, Any]:
+    text = resources.files("philly_analyze").joinpath("data/citations.json").read_text()
+    return json.loads(text)
+
+
+def citation(key: str = "atc19") -> str:
+    """A publication's full citation (default: the ATC'19 paper), for report footers."""
+    return str(_citations()[key]["full"])
+
+
+def citations(keys: Iterable[str]) -> list[tuple[str, str]]:
+    """(label, full citation) of each distinct publication in ``keys`` (e.g. the report's
+    sections' ``citation``), in first-seen order."""
+    data = _citations()
+    return [(str(data[k]["label"]), str(data[k]["full"])) for k in dict.fromkeys(keys)]
+
+
+def note(table: str) -> str | None:
+    """What the data file says about a table or figure's values (e.g. none transcribed)."""
+    value = _data()["tables"][table].get("note")
+    return None if value is None else str(value)
 
 
 def rows(table: str) -> list[dict[str, Any]]:

@@ -59,6 +59,8 @@ class Section:
     notes: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    #: Key in ``data/citations.json`` of the publication its paper values come from.
+    citation: str = "atc19"
 
     def table(self, name: str) -> ResultTable:
         """The table called ``name`` (KeyError if the section has none)."""

@@ -17,6 +17,7 @@ import pandas as pd
 
 from philly_analyze.analysis.common import Context
 from philly_analyze.analysis.result import ResultTable, Section
+from philly_analyze.sim.units import FRACTION_METRICS
 
 #: (metric key, what it is, key of the paper's before/after numbers or None).
 METRICS: tuple[tuple[str, str, str | None], ...] = (
@@ -37,16 +38,6 @@ METRICS: tuple[tuple[str, str, str | None], ...] = (
     ("gpu_hours_lost", "GPU hours of offline work lost to evictions", None),
     ("jct_mean_vs_philly", "offline JCT mean / the same jobs under philly", None),
 )
-#: Metrics stored as fractions and shown as percentages.
-PERCENT = {
-    "gpu_util_online",
-    "sm_activity_online",
-    "gpu_memory_online",
-    "gpu_util_all",
-    "shared_fraction",
-    "slo_violation_fraction",
-    "slo_violation_budget",
-}
 #: Which of the paper's numbers ("before" or "after" sharing) a policy is compared with.
 PAPER_SIDE = {"dedicated": "before", "muxflow": "after"}
 
@@ -63,7 +54,9 @@ def compute(ctx: Context) -> Section:
     from philly_analyze.sim.sharing.config import SharingConfig
     from philly_analyze.sim.sharing.results import SharingOutput
 
-    sec = Section("gpu_sharing", "GPU sharing with an inference fleet (MuxFlow)")
+    sec = Section(
+        "gpu_sharing", "GPU sharing with an inference fleet (MuxFlow)", citation="muxflow"
+    )
     path = Path(ctx.store.path)
     if note := ctx.lacking("gpu_sharing"):
         sec.notes.append(note)
@@ -77,7 +70,7 @@ def compute(ctx: Context) -> Section:
         value = out.metrics.get(key)
         if value is None:
             continue
-        scale = 100.0 if key in PERCENT else 1.0
+        scale = 100.0 if key in FRACTION_METRICS else 1.0
         ref = paper.get(paper_key) if paper_key else None
         rows.append(
             {

@@ -113,7 +113,7 @@ def main() -> None:
 
     \b
     Example:
-      philly-analyze fetch philly-trace
+      philly-analyze fetch philly-trace  # needs: the network
       philly-analyze ingest trace-data.tar.gz --store philly-store
       philly-analyze report --store philly-store --format html -o report.html
       philly-analyze replay --store philly-store --policy philly,relaxed

@@ -20,9 +20,9 @@ paths of the files are printed on stdout, so `ingest $(philly-analyze fetch NAME
 \b
 Examples:
   philly-analyze fetch --list
-  philly-analyze fetch philly-trace
-  philly-analyze fetch gavel philly-machine-list --to data
-  philly-analyze fetch philly-trace --url https://mirror.example.org/trace-data.tar.gz
+  philly-analyze fetch philly-trace  # needs: the network
+  philly-analyze fetch gavel philly-machine-list --to data  # needs: the network
+  philly-analyze fetch philly-trace --url https://mirror.example.org/trace-data.tar.gz  # needs: the network
 """,
 )
 @click.argument("names", nargs=-1, metavar="NAME...")

@@ -6,6 +6,7 @@ import csv
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
@@ -25,6 +26,9 @@ from philly_analyze.timeutil import (
     check_timezone,
     parse_origin,
 )
+
+#: ``--format``: how the summary is printed.
+SUMMARY_FORMATS = ("table", "json")
 
 
 def _format_names() -> list[str]:
@@ -57,6 +61,11 @@ Examples:
   philly-analyze ingest traces/*.trace --gavel-throughputs throughputs.json --gavel-gpu v100
   philly-analyze ingest rfold_philly_arrivals.csv --origin 2017-08-07T00:00:00-07:00
   philly-analyze ingest slurm-logs/ --framework-job-key filename
+  philly-analyze ingest sample_data/ --store demo-store --format json | jq .rows_in_store
+
+\b
+--format json prints the summary on stdout (it was --json, still accepted). --format with an
+input format's name is the former spelling of --input-format, still accepted.
 """,
 )
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -73,7 +82,18 @@ Examples:
     help="IANA zone the logs' wall-clock times were written in (stored as UTC).",
 )
 @click.option(
-    "--format", "format_name", default=None, help="Skip detection: read every file as this format."
+    "--format",
+    "fmt",
+    default=None,
+    metavar="table|json",
+    help="Summary: a table on stderr (default) or JSON on stdout.",
+)
+@click.option(
+    "--input-format",
+    "format_name",
+    default=None,
+    metavar="NAME",
+    help="Skip detection: read every file as this format.",
 )
 @click.option(
     "--framework-mapping",
@@ -117,7 +137,7 @@ Examples:
     show_default=True,
     help="GPU type of the throughputs column used for Gavel trace durations.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@click.option("--json", "as_json", is_flag=True, help="Deprecated: --format json.")
 @click.option(
     "-v", "--verbose", is_flag=True, help="A line for every file (grouped formats are folded)."
 )
@@ -127,6 +147,7 @@ def command(
     store_path: str,
     replace: bool,
     timezone: str,
+    fmt: str | None,
     format_name: str | None,
     framework_mapping: Path | None,
     framework_job_key: str,
@@ -147,17 +168,12 @@ def command(
     nothing; --replace re-reads them.
     """
     check_timezone(timezone)
-    fmt = None
-    if format_name is not None:
-        try:
-            fmt = get_format(format_name)
-        except KeyError:
-            raise click.BadParameter(
-                f"unknown format {format_name!r}; choose from {', '.join(_format_names())}",
-                param_hint="--format",
-            ) from None
-    mapping = _read_mapping(framework_mapping) if framework_mapping else {}
     console = stderr_console()
+    as_json, force, deprecated = _formats(fmt, format_name, as_json)
+    if not quiet:
+        for d in deprecated:
+            console.print(f"note: deprecated {d}", highlight=False)
+    mapping = _read_mapping(framework_mapping) if framework_mapping else {}
 
     printer = OutcomePrinter(console, verbose=verbose, quiet=quiet)
 
@@ -173,7 +189,7 @@ def command(
             gavel_gpu=gavel_gpu,
         )
         report = ingest_paths(
-            store, paths, ctx=ctx, replace=replace, force_format=fmt, on_outcome=printer
+            store, paths, ctx=ctx, replace=replace, force_format=force, on_outcome=printer
         )
         counts = store.merged_row_counts()
     printer.flush()
@@ -184,6 +200,43 @@ def command(
         for note in report.notes:
             console.print(f"note: {note}", highlight=False)
     check_report(report)
+
+
+def _formats(
+    fmt: str | None, format_name: str | None, as_json: bool
+) -> tuple[bool, Any, list[str]]:
+    """(JSON summary?, the forced input format or None, deprecated spellings used) from
+    ``--format``, ``--input-format`` and ``--json``."""
+    deprecated: list[str] = []
+    former = fmt is not None and fmt not in SUMMARY_FORMATS
+    if former:
+        if format_name is not None:
+            raise click.BadParameter(
+                f"choose from {', '.join(SUMMARY_FORMATS)} (an input format goes to "
+                "--input-format)",
+                param_hint="--format",
+            )
+        format_name, fmt = fmt, None  # the former spelling of --input-format
+        deprecated.append(f"--format {format_name}: use --input-format {format_name}")
+    if as_json:
+        deprecated.append("--json: use --format json")
+        fmt = fmt or "json"
+    if format_name is None:
+        return fmt == "json", None, deprecated
+    try:
+        return fmt == "json", get_format(format_name), deprecated
+    except KeyError:
+        known = ", ".join(_format_names())
+        if former:
+            raise click.BadParameter(
+                f"{format_name!r} is neither a summary format ({', '.join(SUMMARY_FORMATS)}) "
+                f"nor an input format ({known})",
+                param_hint="--format",
+            ) from None
+        raise click.BadParameter(
+            f"unknown input format {format_name!r}; choose from {known}",
+            param_hint="--input-format",
+        ) from None
 
 
 def _read_mapping(path: Path) -> dict[str, tuple[str, int]]:

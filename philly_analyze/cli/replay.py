@@ -44,25 +44,6 @@ def _parse_params(values: tuple[str, ...], policies: list[str]) -> dict[str, dic
     return out
 
 
-def _human(key: str, value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if key.endswith("_s"):
-        v = float(value)
-        if abs(v) < 120:
-            return f"{v:.1f} s"
-        if abs(v) < 7200:
-            return f"{v / 60:.1f} min"
-        if abs(v) < 172800:
-            return f"{v / 3600:.1f} h"
-        return f"{v / 86400:.1f} d"
-    if key.endswith("_pct"):
-        return f"{float(value):.1f}%"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return f"{float(value):.3f}"
-
-
 def _plain(value: Any) -> Any:
     if isinstance(value, float):
         return None if math.isnan(value) else round(value, 6)
@@ -151,7 +132,7 @@ def command(
     """Replay a store's jobs through a simulated cluster under one or more scheduling
     policies and compare them: JCT, queueing delay (fair-share vs fragmentation), GPU
     utilization, makespan, per-VC fairness, preemptions; and, for observed data, how far
-    the replayed queueing delays are from the observed ones (fidelity_queue_mae_s)."""
+    the replayed queueing delays are from the observed ones (fidelity_queue_median_abs_err_s)."""
     if list_policies:
         _list_policies()
         return
@@ -254,6 +235,7 @@ def _print(results: list, fmt: str, store_path: str, cluster: Any) -> None:
                     ],
                     "quotas": r.quotas,
                     "notes": r.notes,
+                    "footnotes": r.footnotes,
                     "out": str(t) if t else None,
                 }
                 for r, t in results
@@ -270,19 +252,49 @@ def _print(results: list, fmt: str, store_path: str, cluster: Any) -> None:
             w.writerow([row[0], *(_plain(v) for v in row[1:])])
         click.echo(buf.getvalue(), nl=False)
         return
+    cells, footnotes = _cells(results, rows)
     if fmt == "md":
         click.echo("| metric | " + " | ".join(names) + " |")
         click.echo("|---|" + "---:|" * len(names))
-        for row in rows:
-            click.echo(f"| {row[0]} | " + " | ".join(_human(row[0], v) for v in row[1:]) + " |")
+        for row, texts in zip(rows, cells, strict=True):
+            click.echo(f"| {row[0]} | " + " | ".join(texts) + " |")
+        if footnotes:
+            click.echo("")
+            for line in footnotes:
+                click.echo(line + "  ")
         return
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title="replay: policy comparison", title_justify="left")
+    t = Table(
+        title="replay: policy comparison",
+        title_justify="left",
+        caption="\n".join(footnotes) or None,
+        caption_justify="left",
+    )
     t.add_column("metric")
     for n in names:
         t.add_column(n, justify="right")
-    for row in rows:
-        t.add_row(row[0], *(_human(row[0], v) for v in row[1:]))
+    for row, texts in zip(rows, cells, strict=True):
+        t.add_row(row[0], *texts)
     Console(file=sys.stdout).print(t)
+
+
+def _cells(results: list, rows: list[list[Any]]) -> tuple[list[list[str]], list[str]]:
+    """Each metric value as text in its unit (``sim.units``), a ``[n]`` marker on a value
+    that has a footnote (``ReplayResult.footnotes``), and the footnotes' lines."""
+    from philly_analyze.sim.units import human
+
+    footnotes: list[str] = []
+    cells = []
+    for row in rows:
+        texts = []
+        for (r, _), v in zip(results, row[1:], strict=True):
+            text = human(row[0], v)
+            note = r.footnotes.get(row[0])
+            if note:
+                footnotes.append(f"[{len(footnotes) + 1}] {r.policy} {row[0]}: {note}")
+                text += f" [{len(footnotes)}]"
+            texts.append(text)
+        cells.append(texts)
+    return cells, footnotes

@@ -167,6 +167,8 @@ def command(
             else:
                 click.echo(doc, nl=False)
     if not quiet:
+        for note in report.scope_notes:  # also here: stdout may be going to a file
+            console.print(f"note: {note}", highlight=False)
         secs = sum(s.seconds for s in report.sections.values())
         where = f" -> {output}" if output is not None else ""
         figs = f", figures in {figures_dir}" if figures_dir is not None else ""

@@ -26,9 +26,13 @@ Examples:
   philly-analyze sweep --policy philly --param max_retries=0,1,3,none --out retries
   philly-analyze sweep --policy las --param 'thresholds_gpu_h=1,10;0.5,5;2,20' --out las
   philly-analyze sweep --policy muxflow --param online_ratio=0.5,1,2 --seeds 3 --out mux
-  philly-analyze sweep ... --ray 10.0.0.5:6379      # an existing Ray cluster (or RAY_ADDRESS)
-  philly-analyze sweep ... --ray local               # a private Ray instance on this machine
-  philly-analyze sweep ... --format csv > summary.csv
+  philly-analyze sweep --policy philly,relaxed --seeds 3 --jitter 60 --format csv > summary.csv
+  philly-analyze sweep --policy philly --seeds 8 --jitter 60 --ray 10.0.0.5:6379  # needs: a Ray cluster
+  philly-analyze sweep --policy philly --seeds 8 --jitter 60 --ray local  # needs: Ray installed
+
+\b
+--ray ADDRESS runs on an existing Ray cluster (or RAY_ADDRESS); --ray local starts a private
+Ray instance on this machine (pip install 'philly-analyze[distributed]').
 
 \b
 Re-running the same command into the same --out skips the runs already there (failed runs
@@ -115,7 +119,8 @@ summary.parquet, figures/*.png|svg, report.md.
     "metrics",
     multiple=True,
     help="Metric(s) to show and plot (repeatable or comma-separated); default: the table "
-    "shows JCT, queueing, utilization and makespan, the figures every metric that varies.",
+    "shows JCT, queueing, utilization and makespan, the figures every metric that varies. "
+    "Former names (fidelity_queue_mae_s) are accepted, with a note.",
 )
 @click.option("--no-figures", is_flag=True, help="Do not draw the figures (faster for big grids).")
 @click.option(
@@ -211,7 +216,7 @@ def command(
         log(f"wrote {res.out}/runs.parquet, summary.parquet, report.md")
         for f in res.figures:
             log(f"figure: {f}")
-    _print(res, fmt, chosen, store_path)
+    _print(res, fmt, res.metrics, store_path)
     if len(res.failed):
         raise UserError(
             f"{len(res.failed)} of {len(res.runs)} runs failed (listed above"

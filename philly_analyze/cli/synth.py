@@ -40,8 +40,8 @@ def _date(value: str) -> str:
     "synth",
     epilog="""\b
 Examples:
-  philly-analyze synth --out synth-out --jobs 2000 --machines 64 --days 7
-  philly-analyze synth --out big --jobs 117325 --machines 552 --days 75 --formats philly
+  philly-analyze synth --out synth-out --jobs 500 --machines 16 --days 3
+  philly-analyze synth --out big --jobs 117325 --machines 552 --days 75 --formats philly  # needs: 9 GB of disk
   philly-analyze synth --out s --jobs 300 --machines 8 --days 2 --start 2017-11-04 --seed 7
   philly-analyze ingest synth-out --store synth-store
 """,

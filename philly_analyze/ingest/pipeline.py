@@ -152,7 +152,10 @@ def ingest_paths(
                 names = ", ".join(f.name for f in load_formats())
                 emit(
                     SourceOutcome(
-                        name, None, status, f"unrecognised format (known: {names}; see --format)"
+                        name,
+                        None,
+                        status,
+                        f"unrecognised format (known: {names}; see --input-format)",
                     )
                 )
                 continue

@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 from html import escape
 
-from philly_analyze.analysis import Report, paper
+from philly_analyze.analysis import Report
 from philly_analyze.report import text
 
 CSS = """
@@ -15,9 +15,13 @@ body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2e
 max-width:1200px;padding:0 1em;color:#222}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
 h3{font-size:1.05em;margin:1.4em 0 .3em}
-table{border-collapse:collapse;margin:.4em 0 1em;font-size:13px}
+div.scroll{overflow-x:auto;max-width:100%;margin:.4em 0 1em}
+table{border-collapse:collapse;font-size:13px}
 th,td{border:1px solid #ddd;padding:3px 7px}th{background:#f4f4f4}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+div.scroll tr>:first-child{position:sticky;left:0;background:#fff}
+div.scroll thead tr>:first-child{background:#f4f4f4}
+div.scroll tbody td:first-child{white-space:nowrap}
 td.paper,th.paper{color:#777;background:#fafafa;font-style:italic}
 p.note{background:#fff8e1;border-left:3px solid #f0ad4e;padding:.3em .6em}
 p.desc{color:#555;margin:.1em 0}
@@ -57,7 +61,9 @@ def render(report: Report, figures: dict[str, list[tuple[str, bytes]]] | None = 
                 else f"<th>{escape(text.header(c))}</th>"
                 for c in cols
             )
-            parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>")
+            # A wide table (Table 7 has 26 columns) scrolls inside its own box, its first
+            # column pinned, instead of widening the page past the window.
+            parts.append(f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>')
             kinds = [
                 "paper num" if text.is_paper(c) else ("num" if text.is_numeric(t, c) else "")
                 for c in cols
@@ -68,7 +74,7 @@ def render(report: Report, figures: dict[str, list[tuple[str, bytes]]] | None = 
                     for k, v in zip(kinds, r, strict=True)
                 )
                 parts.append(f"<tr>{cells}</tr>")
-            parts.append("</tbody></table>")
+            parts.append("</tbody></table></div>")
         for caption, png in (figures or {}).get(name, []):
             b64 = base64.b64encode(png).decode("ascii")
             parts.append(
@@ -76,8 +82,6 @@ def render(report: Report, figures: dict[str, list[tuple[str, bytes]]] | None = 
                 f"<figcaption>{escape(caption)}</figcaption></figure>"
             )
         parts.append("</section>")
-    parts.append(
-        f"<footer>(paper) columns: {escape(paper.citation())} Figures 8-9: values read off "
-        "the plots.</footer></body></html>"
-    )
+    cites = "".join(f"<p>{escape(line)}</p>" for line in text.citations(report))
+    parts.append(f"<footer>{cites}</footer></body></html>")
     return "\n".join(parts) + "\n"

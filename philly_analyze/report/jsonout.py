@@ -4,7 +4,7 @@ Keys: ``status``, ``gpu_utilization``, ``locality``, ``queueing``, ``failures``,
 ``convergence``, ``summary`` -- each a list of row objects tagged with ``"table"`` -- plus
 ``host_resources`` (when computed), ``notes`` (a string: every section's notes, ``section:
 note`` joined by ``"; "``, empty when there are none), ``section_notes`` (the same by section)
-and ``meta`` (store, scope, quotas, paper). Sections not computed (``--section``) are empty
+and ``meta`` (store, scope, quotas, paper, citations: every publication the values come from). Sections not computed (``--section``) are empty
 lists with a note. Output is deterministic: no timestamps, sorted nothing but what the
 analyses order.
 """
@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from philly_analyze.analysis import CONTRACT_KEYS, SECTIONS, Report, paper
+from philly_analyze.report import text
 
 
 def to_dict(report: Report) -> dict[str, Any]:
@@ -38,6 +39,7 @@ def to_dict(report: Report) -> dict[str, Any]:
         "scope": report.scope.describe(),
         "vc_quotas": report.quota_source or None,
         "paper": paper.citation(),
+        "citations": text.citations(report),
         "sections": list(report.sections),
     }
     return out

@@ -5,7 +5,7 @@ log line cannot inject markup when the markdown is rendered; ``>8`` stays readab
 
 from __future__ import annotations
 
-from philly_analyze.analysis import Report, paper
+from philly_analyze.analysis import Report
 from philly_analyze.report import text
 
 
@@ -24,8 +24,9 @@ def render(report: Report, figures: dict[str, str] | None = None) -> str:
     out = [
         "# philly-analyze report",
         "",
-        f"Store `{_esc(report.store_path)}`, scope: {_esc(report.scope.describe())}. "
-        f"Paper values: {_esc(paper.citation())}",
+        f"Store `{_esc(report.store_path)}`, scope: {_esc(report.scope.describe())}.",
+        "",
+        *(f"{_esc(line)}  " for line in text.citations(report)),
         "",
     ]
     for name, sec in report.sections.items():

@@ -19,6 +19,13 @@ if TYPE_CHECKING:
     from philly_analyze.analysis import Report
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#7f7f7f")
+#: Ten colours (matplotlib's tab10) and the line styles that tell a colour's later uses apart:
+#: ``line_style(k)`` is distinct for k < 40 (Table 5 can list a dozen server counts).
+CYCLE_COLORS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+)  # fmt: skip
+CYCLE_STYLES = ("-", "--", ":", "-.")
 STATUS_COLORS = dict(
     zip((*STATUSES, "all"), ("#2ca02c", "#ff7f0e", "#d62728", "#333333"), strict=True)
 )
@@ -49,6 +56,20 @@ def _safe(text: object, limit: int = 28) -> str:
 def _section(report: Report, name: str) -> Any:
     sec = report.sections.get(name)
     return sec if sec is not None and sec.tables else None
+
+
+def _no_reference(key: str) -> str:
+    """Says on a figure that the paper's curves are not drawn, for figures whose values the
+    data file does not hold (``paper.rows(key)`` empty: Figures 3 and 7)."""
+    if paper.rows(key):  # values transcribed later must be drawn, not announced as absent
+        raise ValueError(f"{key}: the paper's values exist; draw them")
+    return f"(the paper's {paper.where(key)}: no values transcribed, so none drawn)"
+
+
+def line_style(k: int) -> tuple[str, str]:
+    """(colour, line style) of the k-th line of a panel: all colours solid, then dashed..."""
+    n = len(CYCLE_COLORS)
+    return CYCLE_COLORS[k % n], CYCLE_STYLES[(k // n) % len(CYCLE_STYLES)]
 
 
 def _fmt(v: Any, digits: int = 1) -> str:
@@ -89,7 +110,9 @@ def fig3_queueing(report: Report) -> Figure | None:
         ax.legend(loc="best", title="demand (jobs)", title_fontsize=8)
     for j in range(len(panels), nrows * ncols):
         axes[j // ncols][j % ncols].set_visible(False)
-    fig.suptitle("Figure 3: queueing delay CDF by GPU demand (zero delays kept)")
+    fig.suptitle(
+        "Figure 3: queueing delay CDF by GPU demand (zero delays kept)\n" + _no_reference("fig3")
+    )
     return fig
 
 
@@ -97,14 +120,18 @@ def table2_causes(report: Report) -> Figure | None:
     sec = _section(report, "queueing")
     if sec is None or not sec.has_table("table2"):
         return None
+    from matplotlib.patches import Patch
+
     t2 = sec.frame("table2").set_index("delay_type")
     cols = [("gpus_1", "1"), ("gpus_2_4", "2-4"), ("gpus_5_8", "5-8"), ("gpus_gt8", ">8")]
     fig, axes = _fig(7.2, 3.6)
     ax = axes[0][0]
     kinds = (("fair_share", "#1f77b4"), ("fragmentation", "#d62728"), ("other", "#bbbbbb"))
     xt, xl = [], []
+    waited = 0.0
     for i, (col, label) in enumerate(cols):
         ours = np.array([float(t2.loc[k, col]) for k, _ in kinds])
+        waited += ours.sum()
         pcol = f"paper_{col}"
         pap_arr = np.array(
             [
@@ -112,24 +139,21 @@ def table2_causes(report: Report) -> Figure | None:
                 for k, _ in kinds
             ]
         )
-        for off, vals, hatch in ((-0.2, ours, ""), (0.2, pap_arr, "//")):
+        for off, vals, hatch, empty in (
+            (-0.2, ours, "", "none\nwaited"),
+            (0.2, pap_arr, "//", "not in\npaper"),
+        ):
             tot = vals.sum()
             if tot <= 0:
-                ax.text(i + off, 2, "n/a", ha="center", va="bottom", fontsize=8, color="#777777")
+                ax.text(i + off, 2, empty, ha="center", va="bottom", fontsize=7, color="#777777")
                 continue
             bottom = 0.0
-            for (k, color), v in zip(kinds, vals, strict=True):
+            for (_, color), v in zip(kinds, vals, strict=True):
                 share = 100.0 * v / tot
                 ax.bar(
-                    i + off,
-                    share,
-                    0.36,
-                    bottom=bottom,
-                    color=color,
-                    hatch=hatch,
+                    i + off, share, 0.36, bottom=bottom, color=color, hatch=hatch,
                     edgecolor="white",
-                    label=k.replace("_", "-") if (i, off) == (1, -0.2) else None,
-                )
+                )  # fmt: skip
                 bottom += share
         xt += [i - 0.2, i + 0.2]
         xl += [f"{label}\nours", f"{label}\npaper"]
@@ -137,9 +161,40 @@ def table2_causes(report: Report) -> Figure | None:
     ax.set_ylabel("% of waiting jobs")
     ax.set_ylim(0, 100)
     ax.set_xlabel("GPU demand; left bar computed, right bar (hatched) the paper's Table 2")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), title="main cause")
+    # The legend names the colours whichever bars were drawn (proxies, never empty).
+    handles = [Patch(color=c, label=k.replace("_", "-")) for k, c in kinds]
+    title = "main cause" if waited > 0 else "main cause\n(no job waited\nin this store)"
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), title=title)
     ax.set_title("Table 2: why jobs waited (share of waiting jobs by main cause)")
     return fig
+
+
+def _table5_panel(ax: Any, s16: pd.DataFrame) -> None:
+    """Utilization CDF of 16-GPU jobs per number of servers spanned, the paper's Table 5 mean
+    in the legend; every line its own colour and style."""
+    groups = list(s16.groupby("servers", sort=True))
+    for k, (servers, h) in enumerate(groups):
+        x, y = hist_cdf(h)
+        mean = float(h["util_sum"].sum()) / float(h["minutes"].sum())
+        pm = paper.lookup("table5", "servers", servers, "mean")
+        ref = f" (paper {pm:.1f})" if pm is not None else ""
+        color, ls = line_style(k)
+        ax.step(
+            x, y, where="post", color=color, ls=ls,
+            label=f"{servers} servers: mean {mean:.1f}{ref}",
+        )  # fmt: skip
+    ax.set_xlim(0, 100)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("GPU utilization (%)")
+    ax.set_ylabel("fraction of GPU-minutes")
+    ax.set_title("16-GPU jobs by servers spanned (Table 5)")
+    if len(groups) > 5:  # a long legend would cover the curves: beside the panel
+        ax.legend(
+            loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7,
+            title="mean util %", title_fontsize=7.5,
+        )  # fmt: skip
+    else:
+        ax.legend(loc="lower right", fontsize=7.5, title="mean util %", title_fontsize=7.5)
 
 
 def fig4_locality(report: Report) -> Figure | None:
@@ -154,26 +209,8 @@ def fig4_locality(report: Report) -> Figure | None:
     fig, axes = _fig(4.6 * panels, 3.6, panels, 1)
     i = 0
     if s16 is not None and not s16.empty:
-        ax = axes[0][i]
+        _table5_panel(axes[0][i], s16)
         i += 1
-        for k, (servers, h) in enumerate(s16.groupby("servers", sort=True)):
-            x, y = hist_cdf(h)
-            mean = float(h["util_sum"].sum()) / float(h["minutes"].sum())
-            pm = paper.lookup("table5", "servers", servers, "mean")
-            ref = f" (paper {pm:.1f})" if pm is not None else ""
-            ax.step(
-                x,
-                y,
-                where="post",
-                color=COLORS[k % len(COLORS)],
-                label=f"{servers} servers: mean {mean:.1f}{ref}",
-            )
-        ax.set_xlim(0, 100)
-        ax.set_ylim(0, 1.02)
-        ax.set_xlabel("GPU utilization (%)")
-        ax.set_ylabel("fraction of GPU-minutes")
-        ax.set_title("16-GPU jobs by servers spanned (Table 5)")
-        ax.legend(loc="lower right", fontsize=7.5, title="mean util %", title_fontsize=7.5)
     if dly is not None and not dly.empty:
         from matplotlib.ticker import MaxNLocator
 
@@ -188,7 +225,10 @@ def fig4_locality(report: Report) -> Figure | None:
         ax.plot([], [], "o", color="#555555", label="median")
         ax.plot([], [], "^", color="#555555", alpha=0.5, label="p90")
         ax.set_yscale("symlog", linthresh=1.0)
-        ax.set_ylim(bottom=0)
+        # At least 0-1 minute: when nobody waited, matplotlib's default for an all-zero symlog
+        # axis is a 0.055 "minute" scale printed as 5.5x10^-2.
+        top = float(np.nanmax(dly[["p50_min", "p90_min"]].to_numpy(float), initial=0.0))
+        ax.set_ylim(0, max(top * 1.5, 1.0))
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("servers spanned by the first attempt")
         ax.set_ylabel("queueing delay (minutes, log above 1)")
@@ -270,11 +310,13 @@ def fig7_host(report: Report) -> Figure | None:
         ]
         for k, (label, g) in enumerate(groups):
             x, y = hist_cdf(g)
+            color, ls = ("#333333", "-") if k == 0 else line_style(k - 1)
             ax.step(
                 x,
                 y,
                 where="post",
-                color="#333333" if k == 0 else COLORS[k - 1],
+                color=color,
+                ls=ls,
                 lw=2.0 if k == 0 else 1.3,
                 label=label,
             )
@@ -284,7 +326,7 @@ def fig7_host(report: Report) -> Figure | None:
         ax.set_ylabel("fraction of server-minutes")
         ax.set_title(f"{'CPU' if key == 'cpu' else 'Memory'} of servers running GPU jobs")
         ax.legend(loc="lower right")
-    fig.suptitle("Figure 7: host resources")
+    fig.suptitle("Figure 7: host resources\n" + _no_reference("fig7"))
     return fig
 
 

@@ -1,22 +1,24 @@
 """``--format table``: rich tables for a terminal, the paper's value (dim) beside each computed
-one. Wide tables use their compact column set (``ResultTable.display``). Data text is printed
-as plain text (``rich.text.Text``), never parsed as rich markup."""
+one. A table too wide for the console shows its compact column set (``ResultTable.display``)
+and says under it which columns it left out and how to see them. Data text is printed as plain
+text (``rich.text.Text``), never parsed as rich markup."""
 
 from __future__ import annotations
 
 import textwrap
 
 from rich.console import Console, Group
+from rich.measure import Measurement
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from philly_analyze.analysis import Report, ResultTable, paper
+from philly_analyze.analysis import Report, ResultTable
 from philly_analyze.report import text
 
 
-def renderables(report: Report) -> Group:
-    """Everything to print, as one rich renderable."""
+def renderables(report: Report, width: int = 250) -> Group:
+    """Everything to print on a console ``width`` characters wide, as one rich renderable."""
     parts: list[object] = [
         Text.assemble(
             ("philly-analyze report", "bold"),
@@ -27,18 +29,37 @@ def renderables(report: Report) -> Group:
         parts.append(Rule(Text(sec.title, style="bold"), align="left"))
         for note in sec.notes:
             parts.append(Text(f"note: {note}", style="yellow"))
-        parts.extend(_table(t) for t in sec.tables)
-    parts.append(Text(f"(paper) = {paper.citation()}", style="dim"))
+        parts.extend(_fitted(t, width) for t in sec.tables)
+    parts.extend(Text(line, style="dim") for line in text.citations(report))
     return Group(*parts)
 
 
-def _table(t: ResultTable) -> Table:
-    cols = text.columns(t, compact=True)
+def _fitted(t: ResultTable, width: int) -> Table:
+    """The whole table when it fits ``width``, else its compact columns with a caption naming
+    the columns left out (Table 7 shows 8 of its 26 on a normal terminal)."""
+    full = _table(t, text.columns(t))
+    need = Measurement.get(_MEASURE, _MEASURE.options, full).minimum
+    compact = text.columns(t, compact=True)
+    if need <= width or len(compact) == len(full.columns):
+        return full
+    left_out = [
+        text.header(c) for c in text.columns(t) if c not in compact and not text.is_paper(c)
+    ]
+    hint = (
+        f"Not shown, for want of width: {', '.join(left_out)} (and their paper values). All "
+        f"{len(full.columns)} columns: --format md, html or json, or a terminal {need} "
+        "characters wide."
+    )
+    return _table(t, compact, hint)
+
+
+def _table(t: ResultTable, cols: list[str], hint: str | None = None) -> Table:
     body = text.rows(t, cols)
+    caption = "\n".join(x for x in (t.description, hint) if x)
     tbl = Table(
         title=Text(t.title + (f"  [{t.paper}]" if t.paper else "")),
         title_justify="left",
-        caption=t.description or None,
+        caption=caption or None,
         caption_justify="left",
     )
     for i, c in enumerate(cols):
@@ -68,20 +89,26 @@ def _wrap(header: str, width: int) -> str:
 
 
 def render(report: Report, width: int | None = None) -> str:
-    """The report as plain text for a file or pipe: wide enough that no table is cut."""
+    """The report as plain text for a file or pipe (250 characters wide unless ``width``)."""
     console = Console(width=width or 250, record=True, file=_Null(), force_terminal=False)
-    console.print(renderables(report))
+    console.print(renderables(report, console.width))
     return console.export_text(styles=False)
 
 
 def print_report(report: Report, console: Console) -> None:
     """Print straight to a console (keeps colours on a terminal)."""
-    console.print(renderables(report))
+    console.print(renderables(report, console.width))
 
 
 class _Null:
+    """A file that discards what is written (the console only records or measures)."""
+
     def write(self, s: str) -> int:
         return len(s)
 
     def flush(self) -> None:
         pass
+
+
+#: Measures tables (never prints): the widths rich would need, whatever the real console.
+_MEASURE = Console(width=100_000, file=_Null(), force_terminal=False)

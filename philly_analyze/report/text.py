@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from philly_analyze.analysis import paper
 from philly_analyze.analysis.result import PAPER_PREFIX, ResultTable
+
+if TYPE_CHECKING:
+    from philly_analyze.analysis import Report
 
 MISSING = "–"
 #: Display names where ``_`` -> space reads badly.
@@ -73,3 +77,13 @@ def rows(table: ResultTable, cols: list[str]) -> list[list[str]]:
     """The frame's rows as formatted text."""
     frame = table.frame[cols]
     return [[cell(v) for v in r] for r in frame.itertuples(index=False, name=None)]
+
+
+def citations(report: Report) -> list[str]:
+    """One line per publication whose values the report's sections print: the ATC'19 paper
+    for its analyses, MuxFlow for the GPU sharing section (``data/citations.json``)."""
+    keys = [sec.citation for sec in report.sections.values()] or ["atc19"]
+    lines = [f"{label}: {full}" for label, full in paper.citations(keys)]
+    if any(s in report.sections for s in ("convergence", "retries")):
+        lines.append("Figures 8-9 of the ATC'19 paper: values read off the plots (±0.03).")
+    return lines

@@ -61,6 +61,9 @@ class ReplayResult:
     per_vc: pa.Table
     quotas: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: Why a metric reads as it does (metric key -> explanation), printed under the comparison
+    #: table: e.g. ``dedicated`` leaves every job unscheduled when there are no training GPUs.
+    footnotes: dict[str, str] = field(default_factory=dict)
     #: Wall seconds of the simulation itself (not part of metrics: not deterministic).
     seconds: float = 0.0
 

@@ -32,7 +32,12 @@ def _plt() -> Any:
 
 
 def unit(metric: str, values: np.ndarray) -> tuple[float, str]:
-    """Divisor and label that make ``metric``'s values readable (seconds to min/h/d)."""
+    """Divisor and label that make ``metric``'s values readable (seconds to min/h/d;
+    fractions as %: ``sim.units``)."""
+    from philly_analyze.sim.units import FRACTION_METRICS
+
+    if metric in FRACTION_METRICS:
+        return 0.01, "%"
     if metric.endswith("_s"):
         big = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 0.0
         for lim, div, name in ((120, 1, "s"), (7200, 60, "min"), (172800, 3600, "h")):
@@ -114,6 +119,15 @@ def _label(row: pd.Series, others: list[str]) -> str:
     return str(row["policy"]) + (f" ({', '.join(bits)})" if bits else "")
 
 
+def _category_order(v: Any) -> tuple[int, float, str]:
+    """Text values of a parameter in a readable order: numbers (``"3"`` of a column made text
+    by a ``none``) by value, then the rest (``none``) alphabetically."""
+    try:
+        return (0, float(v), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(v))
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
@@ -127,7 +141,7 @@ def _against(
     others = [q for q in swept if q != p]
     xs_all = summary[col].dropna().unique().tolist()
     numeric = all(isinstance(x, int | float) and not isinstance(x, bool) for x in xs_all)
-    xs_sorted = sorted(xs_all, key=float) if numeric else sorted(xs_all, key=str)
+    xs_sorted = sorted(xs_all, key=float) if numeric else sorted(xs_all, key=_category_order)
     pos = {x: (float(x) if numeric else i) for i, x in enumerate(xs_sorted)}
     series_keys = ["policy", *(PARAM_PREFIX + q for q in others)]
     keys = summary[series_keys].astype(object).where(summary[series_keys].notna(), None)
@@ -147,15 +161,17 @@ def _against(
             color = colors[i % len(colors)]
             if h.empty:
                 continue
-            y = h["mean"].to_numpy(float) / div
-            err = h["half_width"].to_numpy(float) / div
             if h[col].isna().all():  # the policy does not take p: a baseline
-                line = ax.axhline(y[0], color=color, ls="--", lw=1.2)
-                if np.isfinite(err[0]) and err[0] > 0:
-                    ax.axhspan(y[0] - err[0], y[0] + err[0], color=color, alpha=0.12, lw=0)
+                y0, e0 = float(h["mean"].iloc[0]) / div, float(h["half_width"].iloc[0]) / div
+                line = ax.axhline(y0, color=color, ls="--", lw=1.2)
+                if np.isfinite(e0) and e0 > 0:
+                    ax.axhspan(y0 - e0, y0 + e0, color=color, alpha=0.12, lw=0)
                 handles.setdefault(s + " (no " + p + ")", line)
                 continue
+            h = h[h[col].notna()]
             x = np.array([pos[v] for v in h[col]])
+            y = h["mean"].to_numpy(float) / div
+            err = h["half_width"].to_numpy(float) / div
             o = np.argsort(x)
             e = np.where(np.isfinite(err), err, 0)[o]
             line = ax.errorbar(x[o], y[o], yerr=e, color=color, marker="o", ms=4, capsize=3, lw=1.4)

@@ -11,7 +11,8 @@ Layout of ``--out DIR``::
     report.md           summary table and figures
 
 Columns of ``runs.parquet``: ``run_id, inputs_id, policy, seed, jitter_s``, one
-``param_<name>`` per parameter a sweep set, ``status`` (ok / failed), ``error``, every metric
+``param_<name>`` per parameter a sweep set (null: the policy does not take it; a value set to
+None is written ``none``, which makes the column text), ``status`` (ok / failed), ``error``, every metric
 of the replay's comparison table (``sim.metrics.METRICS`` first, then policy-specific ones such
 as MuxFlow's), and, not deterministic, ``sim_seconds, run_seconds, worker, finished_at``;
 then ``params_json`` (every parameter, defaults filled) and ``traceback`` (failed runs).
@@ -31,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from philly_analyze.errors import UserError
-from philly_analyze.sweep.spec import PARAM_PREFIX, Task
+from philly_analyze.sweep.spec import NONE_VALUE, PARAM_PREFIX, Task
 
 RUNS_FILE = "runs.parquet"
 PARTS_DIR = "parts"
@@ -54,7 +55,8 @@ def flatten(task: Task, inputs_id: str, result: dict[str, Any]) -> dict[str, Any
         "seed": task.seed,
         "jitter_s": task.jitter_s,
     }
-    row.update({PARAM_PREFIX + k: v for k, v in task.given.items()})
+    # A null would read as "the policy does not take it": a None setting is spelled out.
+    row.update({PARAM_PREFIX + k: NONE_VALUE if v is None else v for k, v in task.given.items()})
     row["status"], row["error"] = result["status"], result["error"]
     for k, v in result["metrics"].items():
         if isinstance(v, float) and math.isnan(v):
@@ -196,7 +198,13 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
         t = pq.read_table(path)
     except (OSError, pa.ArrowInvalid) as e:
         raise UserError(f"cannot read earlier sweep results: {e}", source=str(path)) from None
+    from philly_analyze.sim.metrics import METRIC_ALIASES
+
     rows = t.to_pylist()
+    for r in rows:
+        for old, new in METRIC_ALIASES.items():  # written by an older version: current name
+            if old in r:
+                r[new] = r.pop(old)
     for r in rows:  # a row from a part holds every column of that part: drop the empty ones
         for k in [k for k, v in r.items() if v is None and k not in FIXED]:
             del r[k]

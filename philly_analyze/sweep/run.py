@@ -56,6 +56,8 @@ class SweepResult:
     out: Path | None = None
     figures: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The metrics asked for (``metrics=``), former names mapped to current ones.
+    metrics: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> pd.DataFrame:
@@ -123,14 +125,43 @@ def run_sweep(
         spec, runs, summary, len(todo), len(tasks) - len(todo), run.seconds, run.where, mode,
         run.startup, inputs.identity, out_path,
     )  # fmt: skip
-    for pol in seed_invariant(summary):
-        result.notes.append(
-            f"{pol}: every seed gave the same metrics (the policy uses no randomness); "
-            "--jitter SECONDS perturbs arrivals per seed"
-        )
+    result.metrics, result.notes = resolve_metrics(metrics, list(dict.fromkeys(summary["metric"])))
+    result.notes += [
+        f"{pol}: every seed gave the same metrics (the policy uses no randomness); "
+        "--jitter SECONDS perturbs arrivals per seed"
+        for pol in seed_invariant(summary)
+    ]
     if out_path is not None:
-        _write_outputs(result, out_path, figures, list(metrics or []) or None, confidence)
+        _write_outputs(result, out_path, figures, result.metrics or None, confidence)
     return result
+
+
+def resolve_metrics(
+    requested: Sequence[str] | None, present: list[str]
+) -> tuple[list[str], list[str]]:
+    """The metric names a user asked for, with former names (``sim.metrics.METRIC_ALIASES``)
+    mapped to the current ones; and a note for each former or unknown name."""
+    import difflib
+
+    from philly_analyze.sim.metrics import METRIC_ALIASES
+
+    out: list[str] = []
+    notes: list[str] = []
+    for name in requested or ():
+        new = METRIC_ALIASES.get(name)
+        if new is not None:
+            notes.append(f"metric {name!r} is now called {new!r} (the old name is deprecated)")
+            name = new
+        if name not in present:
+            hint = difflib.get_close_matches(name, present, n=1)
+            notes.append(
+                f"no metric {name!r} in these runs"
+                + (f" (did you mean {hint[0]}?)" if hint else "")
+            )
+            continue
+        if name not in out:
+            out.append(name)
+    return out, notes
 
 
 class _Execution:

@@ -25,6 +25,10 @@ from philly_analyze.errors import UserError
 #: Prefix of the per-parameter columns of the runs table (metric names never start with it,
 #: and a parameter may share a name with a metric: ``online_gpus`` is both for muxflow).
 PARAM_PREFIX = "param_"
+#: How a parameter set to None (``--param max_retries=0,1,none``) is written and shown: in a
+#: ``param_`` column a null means "this policy does not take the parameter", so None is
+#: spelled out as the user typed it.
+NONE_VALUE = "none"
 
 
 @dataclass(frozen=True)
@@ -208,7 +212,7 @@ def _raw_values(raw: Any, kind: type) -> list[Any]:
 
 def _show(v: Any) -> str:
     if v is None:
-        return "none"
+        return NONE_VALUE
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
     return json.dumps(v) if isinstance(v, str) and ("," in v or ";" in v or not v) else str(v)

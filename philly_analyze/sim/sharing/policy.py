@@ -320,10 +320,22 @@ class SharingPolicy(Policy):
             metrics=metrics,
             per_vc=per_vc_table,
             notes=notes,
+            footnotes=self._footnotes(cfg, metrics),
         )
         out.seconds = float(res.timing.get("seconds", 0.0))
         out.sharing = res  # type: ignore[attr-defined]  # the model's own result (timeseries...)
         return out
+
+    def _footnotes(self, cfg: Any, metrics: dict[str, Any]) -> dict[str, str]:
+        """Why ``dedicated`` starts no job on a fleet without training GPUs."""
+        waiting = metrics.get("jobs_unscheduled") or 0
+        if self.name != "dedicated" or not waiting or cfg.cluster.ordinary_gpus:
+            return {}
+        return {
+            "jobs_unscheduled": f"dedicated is the baseline without sharing: the inference "
+            f"fleet's {cfg.cluster.online_gpus:,} GPUs run no training, and there are no "
+            f"training GPUs (ordinary_gpus 0), so none of the {waiting:,} offline jobs starts"
+        }
 
     @staticmethod
     def _compare_philly(

@@ -1,0 +1,233 @@
+"""Every example of every ``--help`` runs, as printed, in a folder set up like a user's.
+
+The examples are parsed out of the help texts themselves (the ``Example:``/``Examples:`` block
+of ``philly-analyze --help`` and of each command's ``--help``; a line ending in ``\\`` continues
+on the next), so a new command or example is covered without touching this file. They run
+in-process (``CliRunner``), in order, in one folder that holds what they name: the bundled
+``sample_data/``, a ``trace-data.tar.gz`` made of its five published-format files, YARN logs
+(``rm.log``, ``rm.log.1.gz``, ``logs/``), ``quotas.csv`` and small inputs in other layouts
+(Ganglia, Gavel, RFold, framework logs); a pattern such as ``traces/*.trace`` is expanded as
+a shell would; stores such as ``philly-store``
+and ``what-if`` are made by earlier examples, as they would be for a user.
+
+An example ending in ``# needs: ...`` needs what a test machine may lack (the network, a Ray
+cluster, 9 GB of disk): it is only parsed, with click's own validation of every option,
+never run. ``| jq .KEY...`` checks that stdout is JSON with that first key; ``> FILE`` writes stdout
+there. No example may make matplotlib warn (a warning is printed on the user's stderr).
+
+Running them all takes minutes (a 20,000-GPU sharing day, sweeps, a synthetic history), so
+that is a slow test (``make test-all``); the default suite parses every example.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import io
+import json
+import re
+import shlex
+import shutil
+import tarfile
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from philly_analyze.cli import main
+from tests.conftest import ROOT
+
+#: The documented marker of an example that is only parsed.
+NEEDS = "needs:"
+PUBLISHED = ("cluster_job_log", "cluster_machine_list", "cluster_gpu_util", "cluster_cpu_util",
+             "cluster_mem_util")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Example:
+    """One example line of a help text."""
+
+    help_of: str  # the command whose --help shows it ("" = philly-analyze itself)
+    text: str
+    args: tuple[str, ...]  # after `philly-analyze`
+    needs: str | None = None
+    stdout_to: str | None = None  # `> FILE`
+    jq_key: str | None = None  # `| jq .KEY...`: the first key of the filter
+
+
+def _block(help_text: str) -> list[str]:
+    """The lines of the Example(s): block, continuations joined."""
+    lines = help_text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.strip() in ("Example:", "Examples:"))
+    out: list[str] = []
+    for ln in lines[start + 1 :]:
+        if not ln.strip():
+            break
+        if out and out[-1].endswith("\\"):
+            out[-1] = out[-1][:-1].rstrip() + " " + ln.strip()
+        else:
+            out.append(ln.strip())
+    return out
+
+
+def _example(help_of: str, line: str) -> Example:
+    tokens = shlex.split(line)
+    assert tokens[0] == "philly-analyze", line
+    comment = next((i for i, t in enumerate(tokens) if t.startswith("#")), len(tokens))
+    note = " ".join(tokens[comment:]).lstrip("#").strip()
+    words = tokens[1:comment]
+    needs = note[len(NEEDS) :].strip() if note.startswith(NEEDS) else None
+    stdout_to = jq_key = None
+    if ">" in words:
+        i = words.index(">")
+        words, stdout_to = words[:i], words[i + 1]
+    if "|" in words:
+        i = words.index("|")
+        pipe = words[i + 1 :]
+        key = re.match(r"\.(\w+)", pipe[1]) if pipe[0] == "jq" and len(pipe) == 2 else None
+        assert key, f"unsupported pipe in {line!r} (only `| jq .KEY...`)"
+        words, jq_key = words[:i], key.group(1)
+    assert "..." not in words, f"an example must be a whole command: {line!r}"
+    return Example(help_of, line, tuple(words), needs, stdout_to, jq_key)
+
+
+def all_examples() -> list[Example]:
+    """Every example of `philly-analyze --help`, then of each command's, in command order."""
+    ctx = click.Context(main)
+    out = []
+    for verb in ["", *main.list_commands(ctx)]:
+        r = CliRunner().invoke(main, [verb, "--help"] if verb else ["--help"])
+        assert r.exit_code == 0, r.output
+        out += [_example(verb, line) for line in _block(r.output)]
+    return out
+
+
+EXAMPLES = all_examples()
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding the files the examples name."""
+    d = tmp_path_factory.mktemp("examples")
+    sample = ROOT / "sample_data"
+    (d / "sample_data").symlink_to(sample, target_is_directory=True)
+    with tarfile.open(d / "trace-data.tar.gz", "w:gz") as tar:
+        for name in PUBLISHED:
+            data = (sample / name).read_bytes()
+            if name == "cluster_job_log":
+                data = _real_vc_name(data)
+            info = tarfile.TarInfo(f"trace-data/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    yarn = sorted((sample / "yarn").iterdir())
+    shutil.copy(yarn[0], d / "rm.log")
+    (d / "rm.log.1.gz").write_bytes(gzip.compress(yarn[1].read_bytes(), mtime=0))
+    (d / "logs").mkdir()
+    for f in yarn[2:]:
+        shutil.copy(f, d / "logs")
+    quotas = (sample / "ground_truth" / "vc_quotas.csv").read_bytes()
+    (d / "quotas.csv").write_bytes(quotas.replace(SAMPLE_VC.encode(), REAL_VC.encode()))
+    _other_inputs(d, sample)
+    return d
+
+
+def _other_inputs(d: Path, sample: Path) -> None:
+    """Inputs of the ingest examples for other layouts: Ganglia CSVs named HOST_METRIC.csv,
+    Gavel traces and throughputs, RFold's arrivals, framework logs named by job."""
+    (d / "ganglia").mkdir()
+    for f in sorted((sample / "ganglia" / "philly" / "m0").glob("*.csv"))[:4]:
+        shutil.copy(f, d / "ganglia" / f"m0_{f.name}")
+    (d / "traces").mkdir()
+    # Gavel's msr layout (job type, command, num_steps_arg, needs_data_dir, total_steps,
+    # arrival seconds, scale factor) and its throughputs: type -> "('job', scale)" -> steps/s.
+    for name, scale in (("a", 1), ("b", 2)):
+        (d / "traces" / f"{name}.trace").write_text(
+            f"ResNet-18 (batch size 128)\tpython3 main.py\t--num_steps\t1\t36000\t60.0\t{scale}\n"
+        )
+    job = "('ResNet-18 (batch size 128)', {})"
+    (d / "throughputs.json").write_text(
+        json.dumps({"v100": {job.format(1): {"null": 20.0}, job.format(2): {"null": 36.0}}})
+    )
+    (d / "rfold_philly_arrivals.csv").write_text(
+        "#job id,arrival time (sec),topology,shape,size,duration (sec)\n"
+        "0,0.0,CLOS,1,1,3600.0\n1,60.0,CLOS,1,4,7200.0\n"
+    )
+    (d / "slurm-logs").mkdir()
+    logs = sorted((sample / "framework").glob("*/attempt_0/stdout.txt"))[:2]
+    for i, f in enumerate(logs):
+        shutil.copy(f, d / "slurm-logs" / f"slurm-{1001 + i}.out")
+
+
+#: `report --vc ee9e8c` names one of Philly's real VCs: the sample's largest VC takes its name
+#: in the archive (and in quotas.csv), so that the example finds it.
+SAMPLE_VC, REAL_VC = "661df1", "ee9e8c"
+
+
+def _real_vc_name(job_log: bytes) -> bytes:
+    old, new = f'"vc": "{SAMPLE_VC}"'.encode(), f'"vc": "{REAL_VC}"'.encode()
+    assert job_log.count(old) > 100  # 153 of the sample's 300 jobs
+    return job_log.replace(old, new)
+
+
+def test_the_help_texts_have_examples() -> None:
+    by_command = {e.help_of for e in EXAMPLES}
+    ctx = click.Context(main)
+    assert by_command == {"", *main.list_commands(ctx)}  # every command shows some
+    assert all(not e.needs or e.needs.strip() for e in EXAMPLES)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.text[len("philly-analyze ") :])
+def test_every_example_parses(
+    example: Example, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parsed with every option validated (types, choices, ranges, input files that must
+    exist), as click does before running."""
+    monkeypatch.chdir(workspace)
+    args = _expanded(example.args)
+    ctx = main.make_context("philly-analyze", args)
+    sub = main.get_command(ctx, args[0])
+    assert sub is not None, example.text
+    with sub.make_context(args[0], args[1:], parent=ctx):
+        pass
+
+
+def _expanded(args: tuple[str, ...]) -> list[str]:
+    """The arguments as a shell passes them: a pattern (``traces/*.trace``) becomes the files
+    it matches in the current folder (left as it is when none do)."""
+    out: list[str] = []
+    for a in args:
+        hits = sorted(glob.glob(a)) if any(c in a for c in "*?[") else []
+        out += hits or [a]
+    return out
+
+
+def _run(example: Example, where: Path) -> float:
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        r = CliRunner().invoke(main, _expanded(example.args))
+    secs = time.perf_counter() - t0
+    assert r.exit_code == 0, (example.text, r.output[-3000:], r.exception)
+    plotted = [str(w.message) for w in seen if "matplotlib" in w.filename]
+    assert plotted == [], example.text
+    if example.jq_key is not None:
+        assert example.jq_key in json.loads(r.stdout), example.text
+    if example.stdout_to is not None:
+        (where / example.stdout_to).write_text(r.stdout)
+        assert r.stdout.strip(), example.text
+    return secs
+
+
+@pytest.mark.slow
+def test_every_example_runs(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In order, in one folder; all but those marked ``# needs:``."""
+    monkeypatch.chdir(workspace)
+    for var in ("PHILLY_STORE", "RAY_ADDRESS"):
+        monkeypatch.delenv(var, raising=False)
+    ran = [(_run(e, workspace), e.text) for e in EXAMPLES if not e.needs]
+    print("\n".join(f"{s:6.1f} s  {t}" for s, t in ran))
+    assert len(ran) >= 20

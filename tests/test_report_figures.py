@@ -1,0 +1,138 @@
+"""The report's figures on small hand-made stores: what each one says, and that drawing them
+raises no matplotlib warning (a warning is printed on the user's stderr)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from philly_analyze.analysis import Report, ResultTable, Section, run
+from philly_analyze.report import figures
+from philly_analyze.sim.sharing.results import LN_BIN, LN_BINS, SharingOutput
+from philly_analyze.store import Store
+from tests.analysis_stores import Att, Job, minutes_util, write_store
+
+
+def _report(path: Path) -> Report:
+    with Store(path, read_only=True) as store:
+        return run(store)
+
+
+def _drawn(report: Report) -> dict[str, object]:
+    """Every figure of ``report``, drawn to PNG with warnings recorded (must be none)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        built = figures.build(report)
+        for _, fig in built:
+            figures.to_bytes(fig, "png")
+    assert [str(w.message) for w in seen] == []
+    return {spec.name: fig for spec, fig in built}
+
+
+@pytest.fixture(scope="module")
+def no_wait_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two jobs that start the minute they are submitted: nobody waited."""
+    jobs = [
+        Job("j1", "a", "u", "passed", 0, [Att(0, 30, "passed", {"m0": [0, 1]})]),
+        Job("j2", "a", "u", "passed", 0, [Att(0, 30, "passed", {"m0": [2]})]),
+    ]
+    util = minutes_util([(m, "m0", g, 40.0) for m in range(30) for g in range(3)])
+    return write_store(
+        tmp_path_factory.mktemp("fig") / "s",
+        machines={"m0": 8},
+        jobs=jobs,
+        extra={"gpu_util": util},
+    )
+
+
+def test_table2_legend_says_no_job_waited(no_wait_store: Path) -> None:
+    fig = _drawn(_report(no_wait_store))["table2_wait_causes"]
+    legend = fig.axes[0].get_legend()
+    # The colours are named even though only the paper's bars were drawn (the legend used to
+    # be empty, with matplotlib's "No artists with labels" warning on stderr).
+    assert [t.get_text() for t in legend.get_texts()] == ["fair-share", "fragmentation", "other"]
+    assert "no job waited" in legend.get_title().get_text()
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts.count("none\nwaited") == 4 and texts.count("not in\npaper") == 1
+
+
+def test_table5_panel_tells_13_server_counts_apart(tmp_path: Path) -> None:
+    """16-GPU jobs spread over 2..14 servers of 8 GPUs: 13 lines, each its own colour and
+    line style (7 colours used to repeat)."""
+    machines = {f"m{i}": 8 for i in range(14)}
+    jobs, util = [], []
+    for k, servers in enumerate(range(2, 15)):
+        # 16 GPUs over `servers` machines: 16 // servers each, the remainder on the first ones.
+        per = [16 // servers + (i < 16 % servers) for i in range(servers)]
+        gpus = {f"m{i}": list(range(n)) for i, n in enumerate(per)}
+        start = 60 * k  # one after the other, so they never share a GPU
+        jobs.append(
+            Job(f"j{k}", "a", "u", "passed", start, [Att(start, start + 5, "passed", gpus)])
+        )
+        util += [(start + m, mid, g, 10.0 * servers) for m in range(5) for mid, gs in gpus.items()
+                 for g in gs]  # fmt: skip
+    store = write_store(
+        tmp_path / "s", machines=machines, jobs=jobs, extra={"gpu_util": minutes_util(util)}
+    )
+    fig = _drawn(_report(store))["fig4_locality"]
+    lines = [ln for ln in fig.axes[0].get_lines() if "servers:" in str(ln.get_label())]
+    assert [str(ln.get_label()).split(" ")[0] for ln in lines] == [str(s) for s in range(2, 15)]
+    styles = {(ln.get_color(), ln.get_linestyle()) for ln in lines}
+    assert len(styles) == 13
+    # The paper's Table 5 mean beside the computed one where it has the row (2, 4, 8 servers).
+    assert "2 servers: mean 20.0 (paper 43.7)" in [ln.get_label() for ln in lines]
+
+
+def test_figures_3_and_7_say_the_papers_curves_are_not_drawn() -> None:
+    delays = pd.DataFrame({"vc": ["a", "a"], "gpu_bucket": ["1", "2-4"], "delay_min": [0.0, 5.0]})
+    hist = pd.DataFrame({"server_gpus": [8, 8], "ubin": [10, 20], "minutes": [3, 1]})
+    report = Report(
+        {
+            "queueing": Section(
+                "queueing", "Q", [ResultTable("t", "t", pd.DataFrame())], data={"delays": delays}
+            ),
+            "host_resources": Section(
+                "host_resources",
+                "H",
+                [ResultTable("h", "h", pd.DataFrame())],
+                data={"hists": {"cpu": hist}},
+            ),
+        }
+    )
+    drawn = _drawn(report)
+    for name, where in (("fig3_queueing_delay", "Figure 3"), ("fig7_host_resources", "Figure 7")):
+        title = drawn[name].get_suptitle()
+        assert f"the paper's {where}: no values transcribed, so none drawn" in title
+
+
+def _sharing_report(top_slowdown: float) -> Report:
+    """A sharing section whose shared GPU-minutes have slowdowns up to ``top_slowdown``."""
+    hist = np.zeros(LN_BINS, np.int64)
+    hist[: int(np.log(top_slowdown) / LN_BIN)] = 1
+    ts = pd.DataFrame(
+        {"minute": np.arange(120.0), "util_online": 0.3, "sm_online": 0.2, "mem_online": 0.4}
+    )
+    out = SharingOutput(policy="muxflow", metrics={}, timeseries=ts, slowdown_hist=hist)
+    paper = {"before": {"gpu_util": 0.26}, "after": {"gpu_util": 0.76}}
+    sec = Section(
+        "gpu_sharing", "S", [ResultTable("m", "m", pd.DataFrame())],
+        data={"output": out, "paper": paper},
+    )  # fmt: skip
+    return Report({"gpu_sharing": sec})
+
+
+def test_sharing_figures_have_titles_and_fit_the_data() -> None:
+    drawn = _drawn(_sharing_report(1.26))
+    assert "GPU sharing (muxflow)" in drawn["sharing_day"].get_suptitle()
+    ax = drawn["sharing_slowdown"].axes[0]
+    assert ax.get_title() == "Online latency slowdown on shared GPUs (muxflow)"
+    # Data end at 1.26 (bins of 0.001 in ln): the axis ends 5% of the span beyond, not at 2.5.
+    left, right = ax.get_xlim()
+    assert left == 1.0 and right == pytest.approx(1.0 + 0.26 * 1.05, abs=0.003)
+    # Below the 1.2 SLO, the axis still reaches the SLO line.
+    right = _drawn(_sharing_report(1.1))["sharing_slowdown"].axes[0].get_xlim()[1]
+    assert right == pytest.approx(1.0 + 0.2 * 1.05)
