@@ -15,7 +15,9 @@ def compute(ctx: Context) -> Section:
         f"""SELECT count(*) AS jobs, count(*) FILTER (WHERE num_attempts > 0) AS jobs_run,
                    count(DISTINCT vc) AS vcs, count(DISTINCT user_id) AS users,
                    min(submit_time) AS first_submit, max(last_end) AS last_end,
-                   sum(gpu_time_s) / 3600.0 AS gpu_hours,
+                   sum(gpu_time_s) FILTER (WHERE num_attempts > 0) / 3600.0 AS gpu_hours,
+                   count(*) FILTER (WHERE num_attempts > 0 AND gpu_time_s IS NULL)
+                       AS gpu_time_unknown,
                    string_agg(DISTINCT source, ',' ORDER BY source) AS sources
             FROM {ctx.jobs}"""
     ).iloc[0]
@@ -47,7 +49,8 @@ def compute(ctx: Context) -> Section:
         ),
         ("first submit", j["first_submit"]),
         ("last end", j["last_end"] if pd.notna(j["last_end"]) else a["last_end"]),
-        ("GPU hours used", float(j["gpu_hours"] or 0.0)),
+        # Absent, not 0, when no job that ran has a known GPU time.
+        ("GPU hours used", None if pd.isna(j["gpu_hours"]) else float(j["gpu_hours"])),
         ("job sources", j["sources"]),
     ]
     if pd.notna(j["first_submit"]) and pd.notna(j["last_end"]):
@@ -60,4 +63,9 @@ def compute(ctx: Context) -> Section:
     sec.tables.append(ResultTable("summary", "What the report is computed from", frame))
     if int(j["jobs"]) == 0:
         sec.notes.append("no jobs in scope")
+    if int(j["gpu_time_unknown"]):
+        sec.notes.append(
+            f"GPU hours leave out {int(j['gpu_time_unknown']):,} jobs whose GPU time is unknown "
+            "(an attempt still running, without a recorded end, or without a GPU count)"
+        )
     return sec

@@ -186,6 +186,11 @@ class Workload:
         import pyarrow.compute as pc
 
         total = store.scalar("SELECT count(DISTINCT job_id) FROM jobs_all")
+        # A job with an attempt whose end is not recorded is left out whole: replaying its
+        # other attempts would give it another outcome (docs/replay.md).
+        end_unknown = store.scalar(
+            "SELECT count(DISTINCT job_id) FROM attempts WHERE timing = 'end_unknown'"
+        )
         t = store.arrow(
             """
             WITH a AS (SELECT job_id, attempt_idx, duration_s, outcome, num_machines
@@ -197,6 +202,7 @@ class Workload:
                    coalesce(a.num_machines, 0)::BIGINT AS servers
             FROM jobs j JOIN a USING (job_id)
             WHERE j.submit_time IS NOT NULL AND coalesce(j.num_gpus, 0) > 0
+              AND j.job_id NOT IN (SELECT job_id FROM attempts WHERE timing = 'end_unknown')
             ORDER BY submit_us, j.job_id, a.attempt_idx""",
             [int(cls.MISSING)],
         )
@@ -244,10 +250,15 @@ class Workload:
             col("obs_start", first).astype(np.int64),
             jobs["status"].to_pylist(),
         )
-        if total > n:
+        if end_unknown:
             wl.notes.append(
-                f"{total - n:,} of {total:,} jobs not replayed (no submit time, no GPUs, or no "
-                "attempt with a duration)"
+                f"{end_unknown:,} jobs not replayed: an attempt of theirs has no recorded end "
+                "although the job ended (its duration is unknown)"
+            )
+        if total - end_unknown > n:
+            wl.notes.append(
+                f"{total - end_unknown - n:,} of {total:,} jobs not replayed (no submit time, "
+                "no GPUs, or no attempt with a duration)"
             )
         return wl
 
