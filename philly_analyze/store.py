@@ -80,7 +80,9 @@ def sql_literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _priority_case(column: str = "source") -> str:
+def priority_case(column: str = "source") -> str:
+    """SQL: the priority of the source format in ``column`` (``schemas.SOURCE_PRIORITY``;
+    lower is preferred)."""
     whens = " ".join(f"WHEN {sql_literal(k)} THEN {v}" for k, v in schemas.SOURCE_PRIORITY.items())
     return f"(CASE {column} {whens} ELSE {schemas.DEFAULT_SOURCE_PRIORITY} END)"
 
@@ -637,7 +639,7 @@ def _canonical_views(ranked: dict[str, str]) -> dict[str, str]:
     Every pick has a total order, so the same store always gives the same answer: the
     source's priority (``schemas.SOURCE_PRIORITY``), then the later batch (a list ingested
     after another wins), then the source name, then the value itself."""
-    prio = _priority_case()
+    prio = priority_case()
     views: dict[str, str] = {}
     att_cols = ", ".join(f"a.{c.name}" for c in schemas.ATTEMPTS.physical_columns)
     # The batch whose attempts a job takes: its most preferred source, latest batch.

@@ -6,6 +6,7 @@ import pandas as pd
 
 from philly_analyze.analysis.common import Context
 from philly_analyze.analysis.result import ResultTable, Section
+from philly_analyze.store_notes import store_notes
 
 
 def compute(ctx: Context) -> Section:
@@ -63,6 +64,8 @@ def compute(ctx: Context) -> Section:
     sec.tables.append(ResultTable("summary", "What the report is computed from", frame))
     if int(j["jobs"]) == 0:
         sec.notes.append("no jobs in scope")
+    # Sources that disagree and machines the list does not name (as ingest printed them).
+    sec.notes += store_notes(ctx.store)
     if int(j["gpu_time_unknown"]):
         sec.notes.append(
             f"GPU hours leave out {int(j['gpu_time_unknown']):,} jobs whose GPU time is unknown "
