@@ -459,6 +459,9 @@ SOURCE_PRIORITY: dict[str, int] = {
     "rrdtool_dump": 6,
 }
 DEFAULT_SOURCE_PRIORITY = 9
+#: Formats that list each job as one run (submit time, duration, GPUs), not its attempts: the
+#: one attempt they give a job has no start and no end, and the job's retries are unknown.
+RUN_LIST_SOURCES = ("job_list_csv", "gavel_trace")
 
 
 def empty_table(table: str, physical: bool = True) -> pa.Table:
