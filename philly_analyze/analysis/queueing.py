@@ -317,10 +317,15 @@ def _table2(per: pd.DataFrame) -> list[ResultTable]:
 def _notes(ctx: Context, sec: Section, per: pd.DataFrame) -> None:
     never = ctx.scalar(f"SELECT count(*) FROM {ctx.jobs} WHERE first_start IS NULL")
     ended = int((~per["started"]).sum())
-    if never:
+    if never and ctx.has("scheduler_events"):
         sec.notes.append(
             f"{int(never):,} jobs never started: left out of the delay percentiles; "
             f"{ended:,} of them have an end in the scheduler log and count in Table 2"
+        )
+    elif never:  # without a scheduler log their wait has no known end: not "0 of them"
+        sec.notes.append(
+            f"{int(never):,} jobs never started: left out of the delay percentiles and of "
+            "Table 2 (no scheduler log gives the end of their wait)"
         )
     neg = ctx.scalar(f"SELECT count(*) FROM {ctx.jobs} WHERE queue_delay_s < 0")
     if neg:

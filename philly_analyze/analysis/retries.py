@@ -35,20 +35,26 @@ def compute(ctx: Context) -> Section:
                        lag(outcome) OVER (PARTITION BY job_id ORDER BY attempt_idx) AS prev
                 FROM {ctx.attempts}),
             r AS (
-                SELECT job_id, bool_or(source IN ({run_lists})) AS run_list,
+                SELECT job_id, bool_or(source IN ({run_lists})) AS run_list_source,
                        count(*) FILTER (WHERE attempt_idx > 0
                                         AND prev IS DISTINCT FROM 'killed') AS retries,
                        count(*) FILTER (WHERE attempt_idx > 0 AND prev = 'killed') AS resumed
-                FROM a GROUP BY job_id)
-            SELECT coalesce({gpu_bucket_sql("j.num_gpus")}, 'unknown') AS gpu_bucket,
+                FROM a GROUP BY job_id),
+            k AS (
+                -- Attempts not recorded: from a job list, or replayed from one (its flag).
+                SELECT j.num_gpus, j.status, r.retries, r.resumed,
+                       r.run_list_source
+                       OR list_contains(coalesce(j.flags, []), 'attempts_unknown') AS run_list
+                FROM {ctx.jobs} j JOIN r USING (job_id) WHERE j.num_attempts >= 1)
+            SELECT coalesce({gpu_bucket_sql("num_gpus")}, 'unknown') AS gpu_bucket,
                    count(*) AS jobs,
-                   avg(r.retries) FILTER (WHERE NOT r.run_list) AS avg_retries,
-                   avg(CASE WHEN j.status = 'unsuccessful' THEN 1.0 ELSE 0.0 END)
-                       FILTER (WHERE j.status IS NOT NULL) AS unsuccessful_rate,
-                   sum(r.retries) FILTER (WHERE NOT r.run_list)::BIGINT AS retries,
-                   count(*) FILTER (WHERE r.run_list) AS run_list_jobs,
-                   sum(r.resumed)::BIGINT AS resumed
-            FROM {ctx.jobs} j JOIN r USING (job_id) WHERE j.num_attempts >= 1
+                   avg(retries) FILTER (WHERE NOT run_list) AS avg_retries,
+                   avg(CASE WHEN status = 'unsuccessful' THEN 1.0 ELSE 0.0 END)
+                       FILTER (WHERE status IS NOT NULL) AS unsuccessful_rate,
+                   sum(retries) FILTER (WHERE NOT run_list)::BIGINT AS retries,
+                   count(*) FILTER (WHERE run_list) AS run_list_jobs,
+                   sum(resumed)::BIGINT AS resumed
+            FROM k
             GROUP BY GROUPING SETS ((gpu_bucket), ())
             ORDER BY gpu_bucket"""
     )

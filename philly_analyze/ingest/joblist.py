@@ -104,6 +104,8 @@ def _write(
                 "status": pa.array(status, pa.string()),
                 "submit_time": ts,
                 "num_gpus": pa.array(gpus, pa.int32()),
+                # One run per job: its attempts (and so its retries) are not recorded.
+                "flags": pa.array([["attempts_unknown"]] * n, pa.list_(pa.string())),
                 "source": [fmt] * n,
             },
         ),

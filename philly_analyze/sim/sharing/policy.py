@@ -158,9 +158,13 @@ def gpu_locations(
 
 
 def to_tables(
-    res: SharingResult, origin_us: int, cluster: Cluster | None
+    res: SharingResult,
+    origin_us: int,
+    cluster: Cluster | None,
+    input_flags: dict[str, list[str]] | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table]:
-    """Canonical (jobs, attempts, placements, machines) of a sharing schedule."""
+    """Canonical (jobs, attempts, placements, machines) of a sharing schedule;
+    ``input_flags``: the input jobs' flags by job id, written back with them."""
     from philly_analyze.sim.result import STATUS_OF_OUTCOME
 
     jt, att = res.jobs, res.attempts.sort_values(["job", "attempt_idx"]).reset_index(drop=True)
@@ -180,13 +184,20 @@ def to_tables(
             "status": pa.array(status, pa.string()),
             "submit_time": _ts(origin_us + np.round(jt["submit_min"].to_numpy() * US_PER_MIN)),
             "num_gpus": pa.array(jt["num_gpus"], pa.int32()),
-            "flags": pa.array([None if d else ["unfinished"] for d in done], pa.list_(pa.string())),
+            "flags": pa.array(
+                [
+                    [*(input_flags or {}).get(jid, []), *([] if d else ["unfinished"])] or None
+                    for jid, d in zip(jt["job_id"].astype(str), done, strict=True)
+                ],
+                pa.list_(pa.string()),
+            ),
             "source": pa.array([SOURCE] * n, pa.string()),
         },
     )
     start = origin_us + np.round(att["start_min"].to_numpy(float) * US_PER_MIN).astype(np.int64)
     end = origin_us + np.round(att["end_min"].to_numpy(float) * US_PER_MIN).astype(np.int64)
-    outcome = att["outcome"].to_numpy(object)
+    # Unknown outcomes may come back as NaN (pandas' string dtype): None again.
+    outcome = np.array([None if pd.isna(o) else o for o in att["outcome"]], dtype=object)
     running = outcome == "running"
     # Evictions are killed attempts; the observed outcomes (passed, failed, killed, unknown)
     # and ``running`` at the horizon stay as they are.
@@ -312,7 +323,11 @@ class SharingPolicy(Policy):
             notes.append(
                 f"{len(jobs) - len(res.jobs):,} jobs without work (zero duration) not replayed"
             )
-        jt, at, pl, machines = to_tables(res, origin, None if paper else cluster)
+        # ``flags`` is empty for workloads built without them (scenarios, from_columns).
+        flags = {
+            str(j): list(f) for j, f in zip(workload.job_ids, workload.flags, strict=False) if f
+        }
+        jt, at, pl, machines = to_tables(res, origin, None if paper else cluster, flags)
         metrics, per_vc = replay_metrics(res)
         metrics.update({k: v for k, v in res.metrics.items() if k != "policy"})
         if paper:
