@@ -49,7 +49,7 @@ def compute(ctx: Context) -> Section:
         )
     known = df[df["status"].isin(STATUSES)].set_index("status")
     if known.empty:
-        sec.notes.append("no jobs with a final status in scope (needs the jobs table)")
+        sec.notes.append("no job in scope has both a final status and a known GPU time")
         return sec
     total_jobs = float(known["jobs"].sum())
     total_gpu = float(known["gpu_s"].sum())
