@@ -37,20 +37,25 @@ def _sources(store: Store) -> dict[str, str]:
 
 def _conflicts(store: Store, table: str, key: str, cols: tuple[str, ...]) -> list[tuple]:
     """(key, column, [(value, batch)...]) for every column on which rows of equal source
-    priority disagree, sorted; the first value listed is the one the view uses."""
+    priority disagree, sorted; the first value listed is the one the view uses. One scan of
+    the table (its keys given by more than one row only)."""
     prio = priority_case()
-    out: list[tuple] = []
-    for col in cols:
-        rows = store.con.execute(
-            f"""WITH r AS (SELECT {key} AS k, {col} AS v, _batch, _rank, source, {prio} AS p
-                           FROM ({store.ranked_sql(table)}) WHERE {col} IS NOT NULL),
-            best AS (SELECT k, min(p) AS p FROM r GROUP BY k),
-            top AS (SELECT r.* FROM r JOIN best USING (k, p))
-            SELECT k, list((v::VARCHAR, _batch) ORDER BY _rank DESC, source, v)
-            FROM top GROUP BY k HAVING count(DISTINCT v) > 1 ORDER BY k"""
-        ).fetchall()
-        out += [(k, col, vals) for k, vals in rows]
-    return sorted(out, key=lambda r: (str(r[0]), r[1]))
+    per_col = " UNION ALL ".join(
+        f"SELECT k, '{c}' AS col, {c}::VARCHAR AS v, _batch, _rank, source, p FROM r "
+        f"WHERE {c} IS NOT NULL"
+        for c in cols
+    )
+    rows = store.con.execute(
+        f"""WITH a AS MATERIALIZED (
+                SELECT {key} AS k, {", ".join(cols)}, _batch, _rank, source, {prio} AS p
+                FROM ({store.ranked_sql(table)})),
+            r AS (SELECT * FROM a WHERE k IN (SELECT k FROM a GROUP BY k HAVING count(*) > 1)),
+            u AS ({per_col}),
+            top AS (SELECT * FROM u QUALIFY p = min(p) OVER (PARTITION BY k, col))
+        SELECT k, col, list((v, _batch) ORDER BY _rank DESC, source, v)
+        FROM top GROUP BY k, col HAVING count(DISTINCT v) > 1 ORDER BY k, col"""
+    ).fetchall()
+    return [(k, col, vals) for k, col, vals in rows]
 
 
 def conflict_notes(store: Store) -> list[str]:
