@@ -198,3 +198,34 @@ def test_framework_logs_only(tmp_path: Path) -> None:
     assert "1 failed trials have no known user" in _notes(doc, "failures")
     s = _summary(doc)
     assert (s["jobs"], s["users"], s["machines"]) == (None, None, None)
+
+
+def test_failed_trial_without_recorded_end(tmp_path: Path) -> None:
+    """x failed (its only attempt has no end: the job's status says it ended), y failed
+    after 10 minutes; both logs say CPU out of memory. Both are trials; only y's runtime to
+    failure is known: p50 10 min, 100% of the known RTF."""
+    import pyarrow as pa
+
+    from philly_analyze.analysis import run
+    from philly_analyze.store import Store
+    from tests.analysis_stores import Att, Job, write_store
+
+    jobs = [
+        Job("x", "v", "u1", "unsuccessful", 0, [Att(0, None, "failed", {"m0": [0]})]),
+        Job("y", "v", "u2", "unsuccessful", 0, [Att(0, 10, "failed", {"m0": [1]})]),
+    ]
+    fails = [
+        {"job_id": j, "attempt_idx": 0, "reason": "CPU out of memory", "categories": "AE,U"}
+        for j in ("x", "y")
+    ]
+    path = write_store(
+        tmp_path / "store",
+        machines={"m0": 8},
+        jobs=jobs,
+        extra={"failures": pa.Table.from_pylist(fails)},
+    )
+    with Store(path, read_only=True) as s:
+        sec = run(s, ["failures"])["failures"]
+    oom = sec.frame("table7").set_index("reason").loc["CPU out of memory"]
+    assert (oom["trials"], oom["rtf_p50_min"], oom["rtf_total_pct"]) == (2, 10.0, 100.0)
+    assert any(n.startswith("1 failed trials have no recorded end") for n in sec.notes)

@@ -106,6 +106,12 @@ def compute(ctx: Context) -> Section:
             f"{logs_only:,} failed trials are known only from their logs (verdict failed or "
             "unmatched, no attempt in the scheduler data): runtime to failure unknown"
         )
+    no_rtf = int((t["from_scheduler"] & t["rtf_min"].isna()).sum())
+    if no_rtf:
+        sec.notes.append(
+            f"{no_rtf:,} failed trials have no recorded end (or start): their runtime to "
+            "failure is unknown, left out of the RTF columns"
+        )
     unknown = {
         "user": int(t["user_id"].isna().sum()),
         "GPU demand": int(t["gpus"].isna().sum()),
