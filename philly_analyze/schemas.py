@@ -150,11 +150,28 @@ JOBS = Table(
         ),
         _c("num_attempts", I32, "Number of attempts.", derived=True),
         _c("first_start", UTC_TS, "Start of the first attempt.", derived=True),
-        _c("last_end", UTC_TS, "End of the last attempt (NULL if still running).", derived=True),
+        _c(
+            "last_end",
+            UTC_TS,
+            "End of the last attempt (NULL if still running or its end is not recorded).",
+            derived=True,
+        ),
         _c("queue_delay_s", F64, "first_start - submit_time, seconds.", derived=True),
         _c("run_time_s", F64, "last_end - first_start, seconds.", derived=True),
-        _c("gpu_time_s", F64, "Sum over attempts of duration_s x num_gpus.", derived=True),
-        _c("flags", STR_LIST, "Data-quality flags, e.g. no_submit, no_end, no_attempts."),
+        _c(
+            "gpu_time_s",
+            F64,
+            "Sum over attempts of duration_s x num_gpus; NULL (unknown, not a partial sum) when "
+            "an attempt's duration or GPU count is unknown (e.g. an attempt still running or "
+            "whose end is not recorded); 0 for a job that never ran.",
+            derived=True,
+        ),
+        _c(
+            "flags",
+            STR_LIST,
+            "Data-quality flags, e.g. no_submit, no_end (still running), end_unknown (an "
+            "attempt of a finished job has no end), no_attempts.",
+        ),
         _c("source", STR, "Format of the source(s) the row came from."),
     ),
     key=("job_id",),
@@ -173,9 +190,22 @@ ATTEMPTS = Table(
         _c("duration_s", F64, "end_time - start_time, seconds."),
         _c("outcome", STR, "passed, killed, failed or running (NULL if unknown)."),
         _c("source", STR, "Format of the source."),
+        _c(
+            "timing",
+            STR,
+            "What the data says of the attempt's run: `ended` (start and end known), `running` "
+            "(no end, and it is the last attempt of a job without a final status), `end_unknown` "
+            "(no end, but the job has a final status or a later attempt: it ended at a time the "
+            "data does not give; time-based analyses leave it out), `start_unknown` (no start, "
+            "e.g. job lists). See docs/analyses.md.",
+            derived=True,
+        ),
     ),
     key=("job_id", "attempt_idx"),
 )
+#: ``attempts.timing`` values whose run is an interval the analyses can place in time (a
+#: running attempt's interval reaches the end of the data).
+TIMED = ("ended", "running")
 
 PLACEMENTS = Table(
     "placements",
@@ -457,6 +487,9 @@ SOURCE_PRIORITY: dict[str, int] = {
     "rrdtool_dump": 6,
 }
 DEFAULT_SOURCE_PRIORITY = 9
+#: Formats that list each job as one run (submit time, duration, GPUs), not its attempts: the
+#: one attempt they give a job has no start and no end, and the job's retries are unknown.
+RUN_LIST_SOURCES = ("job_list_csv", "gavel_trace")
 
 
 def empty_table(table: str, physical: bool = True) -> pa.Table:

@@ -55,7 +55,7 @@ from philly_analyze.errors import StoreError
 STORE_VERSION = 1
 #: Bump when the SQL of the views changes: a store whose views were made by another version
 #: gets them rebuilt when opened (in the catalog; as temporary views when it cannot be written).
-VIEWS_VERSION = "3"
+VIEWS_VERSION = "4"
 #: Where the bookkeeping lives (``_files``, ``_meta``, ``<table>_all``).
 INTERNAL = schemas.INTERNAL_SCHEMA
 DEFAULT_STORE = "philly-store"
@@ -89,7 +89,9 @@ def sql_literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _priority_case(column: str = "source") -> str:
+def priority_case(column: str = "source") -> str:
+    """SQL: the priority of the source format in ``column`` (``schemas.SOURCE_PRIORITY``;
+    lower is preferred)."""
     whens = " ".join(f"WHEN {sql_literal(k)} THEN {v}" for k, v in schemas.SOURCE_PRIORITY.items())
     return f"(CASE {column} {whens} ELSE {schemas.DEFAULT_SOURCE_PRIORITY} END)"
 
@@ -472,25 +474,45 @@ class Store:
         listed under the long table (and under their own name)."""
         out: dict[str, list[_File]] = {t: [] for t in schemas.TABLES}
         rows = self.con.execute(
-            f"SELECT tbl, path, coalesce(source_format, '') FROM {self._internal}._files "
+            f"SELECT tbl, path, coalesce(source_format, ''), coalesce(batch_id, '') "
+            f"FROM {self._internal}._files "
             "ORDER BY path"
         ).fetchall()
-        for tbl, rel, fmt in rows:
-            f = _File(str(self.path / rel), fmt, tbl)
+        for tbl, rel, fmt, batch in rows:
+            f = _File(str(self.path / rel), fmt, tbl, batch)
             out.setdefault(tbl, []).append(f)
             if tbl in schemas.TABLES and schemas.logical_table(tbl) != tbl:
                 out[schemas.logical_table(tbl)].append(f)
         return out
 
+    def batch_ranks(self) -> dict[str, int]:
+        """Each live batch's place in ingestion order (0 = first): the tie-break of every
+        merge between rows of equal source priority (the later batch wins). Ordered by the
+        batch's first ``ingest_log`` time, then its id, so the order is total."""
+        rows = self.con.execute(
+            f"""SELECT f.batch_id FROM (SELECT DISTINCT batch_id FROM {self._internal}._files) f
+               LEFT JOIN (SELECT batch_id, min(ingested_at) AS t FROM ingest_log
+                          GROUP BY batch_id) l USING (batch_id)
+               ORDER BY l.t NULLS FIRST, f.batch_id"""
+        ).fetchall()
+        return {r[0]: i for i, r in enumerate(rows)}
+
+    def ranked_sql(self, table: str) -> str:
+        """SQL of every physical row of a merged table (machines, jobs, attempts, placements)
+        with ``_rank`` (``batch_ranks``) and ``_batch`` (the batch id) of the file it is in."""
+        return _ranked_sql(schemas.TABLES[table], self._files_by_table()[table], self.batch_ranks())
+
     def _rebuild_views_sql(self, temporary: bool = False) -> None:
         files = self._files_by_table()
+        ranks = self.batch_ranks()
         if temporary:  # DuckDB keeps temporary views in the schema temp.main only
             create, raw, public = "CREATE OR REPLACE TEMP VIEW", "temp.main.", "temp.main."
         else:
             create, raw, public = "CREATE OR REPLACE VIEW", f"{INTERNAL}.", "main."
         for name, table in schemas.TABLES.items():
             self.con.execute(f"{create} {raw}{name}_all AS {_union_sql(table, files[name])}")
-        for name, body in _canonical_views(raw, public).items():
+        ranked = {t: _ranked_sql(schemas.TABLES[t], files[t], ranks) for t in MERGED_TABLES}
+        for name, body in _canonical_views(ranked, raw, public).items():
             self.con.execute(f"{create} {public}{name} AS {body}")
         if not temporary:
             for key, value in (("root", str(self.path)), ("views", VIEWS_VERSION)):
@@ -599,11 +621,13 @@ def _empty_select(columns: Sequence[schemas.Column]) -> str:
 
 @dataclass(frozen=True)
 class _File:
-    """One live Parquet file: absolute path, source format, and the table it was written to."""
+    """One live Parquet file: absolute path, source format, the table it was written to and
+    its batch."""
 
     path: str
     fmt: str
     table: str
+    batch: str = ""
 
 
 def _file_rows(table: str, meta: pq.FileMetaData) -> int:
@@ -683,30 +707,82 @@ def _union_sql(table: schemas.Table, files: Sequence[_File]) -> str:
     return " UNION ALL ".join(parts)
 
 
-def _canonical_views(raw: str = f"{INTERNAL}.", public: str = "main.") -> dict[str, str]:
-    """Bodies of the canonical views that merge sources; ``raw`` and ``public`` qualify the
-    names of the ``<table>_all`` views and of the canonical views they read."""
-    prio = _priority_case()
+#: Tables whose canonical views pick among sources (``_canonical_views``); their rows are read
+#: with the rank of their batch, the tie-break between sources of equal priority.
+MERGED_TABLES = ("machines", "jobs", "attempts", "placements")
+
+
+def _ranked_sql(table: schemas.Table, files: Sequence[_File], ranks: dict[str, int]) -> str:
+    """Every physical row of ``table`` with ``_rank`` (its batch's place in ingestion order)
+    and ``_batch`` (the batch id): one scan, the file name mapped to its batch."""
+    cols = table.physical_columns
+    if not files:
+        return (
+            f"SELECT *, NULL::INTEGER AS _rank, NULL::VARCHAR AS _batch "
+            f"FROM ({_empty_select(cols)})"
+        )
+    lst = ", ".join(sql_literal(f.path) for f in files)
+    batches = ", ".join(
+        f"({sql_literal(f.path)}, {ranks.get(f.batch, -1)}, {sql_literal(f.batch)})" for f in files
+    )
+    return (
+        f"SELECT {', '.join('x.' + c.name for c in cols)}, r._rank, r._batch "
+        f"FROM read_parquet([{lst}], union_by_name = true, filename = true) x "
+        f"JOIN (VALUES {batches}) r(filename, _rank, _batch) ON x.filename = r.filename"
+    )
+
+
+def _canonical_views(
+    ranked: dict[str, str], raw: str = f"{INTERNAL}.", public: str = "main."
+) -> dict[str, str]:
+    """Bodies of the canonical views that merge sources. ``ranked``: the ``_ranked_sql`` of
+    each of ``MERGED_TABLES``; ``raw`` and ``public`` qualify the names of the ``<table>_all``
+    views and of the canonical views they read.
+
+    Every pick has a total order, so the same store always gives the same answer: the
+    source's priority (``schemas.SOURCE_PRIORITY``), then the later batch (a list ingested
+    after another wins), then the source name, then the value itself."""
+    prio = priority_case()
     views: dict[str, str] = {}
     att_cols = ", ".join(f"a.{c.name}" for c in schemas.ATTEMPTS.physical_columns)
+    # The batch whose attempts a job takes: its most preferred source, latest batch.
+    best = f"""best AS (
+            SELECT job_id, arg_min(source, k) AS source, arg_min(_rank, k) AS _rank
+            FROM (SELECT job_id, source, _rank, ({prio}, -_rank, source) AS k FROM att_r)
+            GROUP BY job_id)"""
+    # An attempt's timing (docs/analyses.md, "Attempts without an end"): only the last
+    # attempt of a job without a final status can still be running; any other attempt
+    # without an end ended at a time the data does not give.
     views["attempts"] = f"""
-        WITH best AS (
-            SELECT job_id, arg_min(source, {prio}) AS source FROM {raw}attempts_all GROUP BY job_id)
-        SELECT {att_cols} FROM {raw}attempts_all a JOIN best USING (job_id, source)"""
+        WITH att_r AS ({ranked["attempts"]}), {best},
+        status AS (
+            SELECT job_id, arg_min(status, ({prio}, -_rank, source, status)) AS status
+            FROM ({ranked["jobs"]}) WHERE status IS NOT NULL GROUP BY job_id),
+        a AS (
+            SELECT a.*, max(a.attempt_idx) OVER (PARTITION BY a.job_id) AS _last
+            FROM att_r a JOIN best USING (job_id, source, _rank))
+        SELECT {att_cols},
+               CASE WHEN a.start_time IS NULL THEN 'start_unknown'
+                    WHEN a.end_time IS NOT NULL THEN 'ended'
+                    WHEN a.attempt_idx = a._last AND s.status IS NULL THEN 'running'
+                    ELSE 'end_unknown' END AS timing
+        FROM a LEFT JOIN status s USING (job_id)"""
     pl_cols = ", ".join(f"p.{c.name}" for c in schemas.PLACEMENTS.physical_columns)
     views["placements"] = f"""
-        WITH best AS (
-            SELECT job_id, arg_min(source, {prio}) AS source FROM {raw}attempts_all GROUP BY job_id)
-        SELECT {pl_cols} FROM {raw}placements_all p JOIN best USING (job_id, source)"""
+        WITH att_r AS ({ranked["attempts"]}), {best}
+        SELECT {pl_cols} FROM ({ranked["placements"]}) p JOIN best USING (job_id, source, _rank)"""
 
     def pick(col: str) -> str:
-        return f"arg_min({col}, _p) FILTER (WHERE {col} IS NOT NULL) AS {col}"
+        return (
+            f"arg_min({col}, (_p, -_rank, source, {col})) FILTER (WHERE {col} IS NOT NULL) AS {col}"
+        )
 
     views["jobs"] = f"""
-        WITH j AS (SELECT *, {prio} AS _p FROM {raw}jobs_all),
+        WITH j AS (SELECT *, {prio} AS _p FROM ({ranked["jobs"]})),
         merged AS (
             SELECT job_id, {pick("vc")}, {pick("user_id")}, {pick("status")},
-                   {pick("submit_time")}, {pick("num_gpus")} , arg_min(flags, _p) AS flags,
+                   {pick("submit_time")}, {pick("num_gpus")},
+                   arg_min(flags, (_p, -_rank, source, flags::VARCHAR)) AS flags,
                    string_agg(DISTINCT source, ',' ORDER BY source) AS source
             FROM j GROUP BY job_id),
         a AS (SELECT *, attempt_idx = max(attempt_idx) OVER (PARTITION BY job_id) AS is_last
@@ -716,7 +792,9 @@ def _canonical_views(raw: str = f"{INTERNAL}.", public: str = "main.") -> dict[s
                    min(start_time) AS first_start,
                    max(end_time) FILTER (WHERE is_last) AS last_end,
                    arg_min(num_gpus, attempt_idx) AS first_gpus,
-                   sum(duration_s * num_gpus) AS gpu_time_s
+                   -- Unknown (NULL), not a partial sum, when one attempt's share is unknown.
+                   CASE WHEN bool_and(duration_s IS NOT NULL AND num_gpus IS NOT NULL)
+                        THEN sum(duration_s * num_gpus) END AS gpu_time_s
             FROM a GROUP BY job_id)
         SELECT m.job_id, m.vc, m.user_id, m.status, m.submit_time,
                coalesce(agg.first_gpus, m.num_gpus)::INTEGER AS num_gpus,
@@ -724,15 +802,17 @@ def _canonical_views(raw: str = f"{INTERNAL}.", public: str = "main.") -> dict[s
                agg.first_start, agg.last_end,
                epoch(agg.first_start) - epoch(m.submit_time) AS queue_delay_s,
                epoch(agg.last_end) - epoch(agg.first_start) AS run_time_s,
-               coalesce(agg.gpu_time_s, 0.0) AS gpu_time_s,
+               CASE WHEN agg.job_id IS NULL THEN 0.0 ELSE agg.gpu_time_s END AS gpu_time_s,
                m.flags, m.source
         FROM merged m LEFT JOIN agg USING (job_id)"""
+    # One whole row of the machine lists per machine (a total order over rows).
+    row_key = f"({prio}, -_rank, source, listed_num_gpus, gpu_mem_gb, rack)"
     views["machines"] = f"""
         WITH listed AS (
-            SELECT machine_id, arg_min(listed_num_gpus, {prio}) AS listed_num_gpus,
-                   arg_min(gpu_mem_gb, {prio}) AS gpu_mem_gb, arg_min(rack, {prio}) AS rack,
-                   arg_min(source, {prio}) AS source
-            FROM {raw}machines_all GROUP BY machine_id),
+            SELECT machine_id, arg_min(listed_num_gpus, k) AS listed_num_gpus,
+                   arg_min(gpu_mem_gb, k) AS gpu_mem_gb, arg_min(rack, k) AS rack,
+                   arg_min(source, k) AS source
+            FROM (SELECT *, {row_key} AS k FROM ({ranked["machines"]})) GROUP BY machine_id),
         placed AS (SELECT machine_id, max(gpu_idx) + 1 AS n FROM {public}placements
                    WHERE gpu_idx IS NOT NULL GROUP BY machine_id),
         util AS (SELECT machine_id, max(observed_num_gpus) AS n FROM {raw}machine_observations_all

@@ -78,7 +78,8 @@ def test_job_log_quirks(tmp_path: Path, store_dir: Path) -> None:
                 attempt("2017-10-07 01:13:30", "2017-10-09 06:53:12", {"m1": [0, 1], "m2": [4, 5]}),
             ],
         ),
-        # Still running: last attempt without an end, given as the string "None".
+        # A last attempt without an end, given as the string "None", in a job with a final
+        # status: it ended, when is not recorded (not running: docs/analyses.md).
         job(
             "application_1_2",
             "2017-10-08 00:00:00",
@@ -131,8 +132,9 @@ def test_job_log_quirks(tmp_path: Path, store_dir: Path) -> None:
         None,
     )
     assert got["application_1_2"][:3] == ("killed", 1, 1)
-    assert got["application_1_2"][5] is None  # still running: no last_end
-    assert got["application_1_2"][9] == ["no_end"]
+    assert got["application_1_2"][5] is None  # end not recorded: no last_end
+    assert got["application_1_2"][8] is None  # so its GPU time is unknown, not 0
+    assert got["application_1_2"][9] == ["end_unknown"]
     assert got["application_1_3"][5] is None and got["application_1_4"][5] is None
     for jid in ("application_1_5", "application_1_6", "application_1_7"):
         assert got[jid][2] == 0  # no attempts
@@ -145,9 +147,10 @@ def test_job_log_quirks(tmp_path: Path, store_dir: Path) -> None:
     assert outcomes == [
         ("application_1_1", 0, "failed", 1),
         ("application_1_1", 1, "passed", 2),
-        ("application_1_2", 0, "running", 1),
-        ("application_1_3", 0, "running", 1),
-        ("application_1_4", 0, "running", 1),
+        # No end, but the job's status gives the last attempt's outcome (not "running").
+        ("application_1_2", 0, "killed", 1),
+        ("application_1_3", 0, "failed", 1),
+        ("application_1_4", 0, "passed", 1),
     ]
     assert q(store_dir, "SELECT count(*) FROM placements") == [(4 + 4 + 3,)]
 

@@ -19,8 +19,10 @@ level crossed at its time index and taking a cumulative sum gives, per step, how
 have at least ``L`` free GPUs; ``max_free`` is the highest level with a server. The same trick
 on "wholly free largest server" per rack gives ``whole``.
 
-Data quirks: an attempt without an end holds its GPUs to the end of the data; one whose end is
-not after its start holds nothing; a server booked beyond its size counts as 0 free; attempts
+Data quirks: only attempts placed in time count (``Context.all_runs``, see ``analysis.common``):
+a running attempt (the last of a job without a final status) holds its GPUs to the end of the
+data, an attempt without a recorded end in a job that ended holds nothing (noted by the
+queueing analysis); one whose end is not after its start holds nothing; a server booked beyond its size counts as 0 free; attempts
 without placements count for their VC's usage but occupy no known server (reported by the
 queueing analysis).
 """
@@ -97,8 +99,7 @@ def build(ctx: Context, lo_us: int, hi_us: int) -> Timeline:
             f"""WITH att AS (
                 SELECT job_id, attempt_idx, epoch_us(start_time) AS s,
                        epoch_us(end_time) AS e
-                FROM {ctx.all_attempts} WHERE start_time IS NOT NULL
-                  AND (end_time IS NULL OR end_time > start_time)),
+                FROM {ctx.all_runs} WHERE end_time IS NULL OR end_time > start_time),
             per AS (
                 SELECT m.mi, a.s, a.e, count(*) AS c
                 FROM {ctx.all_placements} p JOIN att a USING (job_id, attempt_idx)
@@ -120,10 +121,10 @@ def build(ctx: Context, lo_us: int, hi_us: int) -> Timeline:
             SELECT coalesce(j.vc, '') AS vc, epoch_us(a.start_time) AS s,
                    epoch_us(a.end_time) AS e,
                    coalesce(pc.n, a.num_gpus, j.num_gpus, 0) AS n, pc.n IS NULL AS unplaced
-            FROM {ctx.all_attempts} a JOIN {ctx.all_jobs} j USING (job_id)
+            FROM {ctx.all_runs} a JOIN {ctx.all_jobs} j USING (job_id)
             LEFT JOIN (SELECT job_id, attempt_idx, count(*) AS n FROM {ctx.all_placements}
                        GROUP BY ALL) pc USING (job_id, attempt_idx)
-            WHERE a.start_time IS NOT NULL AND (a.end_time IS NULL OR a.end_time > a.start_time))
+            WHERE a.end_time IS NULL OR a.end_time > a.start_time)
         SELECT vc, s AS t, n AS delta, unplaced FROM a
         UNION ALL SELECT vc, e AS t, -n AS delta, false AS unplaced FROM a WHERE e IS NOT NULL"""
     )

@@ -7,6 +7,14 @@ submit time is in ``[since, until)`` (if given; jobs without a submit time are t
 attempts and placements come with it. Time series (host CPU/memory) are cut to the same
 window. The cluster state used by the queueing decomposition always includes every job, so a
 filter never changes why a job waited.
+
+Attempts in time (one rule for every analysis that places runs in time: GPU utilization,
+locality, host resources, the cluster state): ``ctx.runs`` / ``ctx.all_runs`` hold the
+attempts whose run is a known interval, ``attempts.timing`` in ``schemas.TIMED``: ended ones,
+and running ones (the last attempt of a job without a final status), whose interval reaches
+the end of the data. An attempt without an end in a job that has a final status (or before a
+later attempt) ended at a time the data does not give: it is left out, and ``runs_note``
+says how many.
 """
 
 from __future__ import annotations
@@ -21,7 +29,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from philly_analyze.schemas import TIMED
 from philly_analyze.store import Store
+
+#: SQL predicate over an attempts relation: its run is a known interval (see module docstring).
+TIMED_SQL = "timing IN (" + ", ".join(f"'{t}'" for t in TIMED) + ")"
 
 #: GPU-demand buckets of the paper (Figure 3, Table 2, Figure 9): label, lowest, highest.
 GPU_BUCKETS: tuple[tuple[str, int, int | None], ...] = (
@@ -98,7 +110,8 @@ class Context:
     """A store seen through a scope, with scoped temporary tables and a cache.
 
     Table names to use in SQL: ``ctx.jobs``, ``ctx.attempts``, ``ctx.placements`` (scoped),
-    ``ctx.all_attempts``, ``ctx.all_placements``, ``ctx.all_jobs`` (whole store). Temporary
+    ``ctx.all_attempts``, ``ctx.all_placements``, ``ctx.all_jobs`` (whole store), and
+    ``ctx.runs``/``ctx.all_runs``: the attempts placed in time (module docstring). Temporary
     tables live on the store's connection and are dropped by ``close()``."""
 
     store: Store
@@ -125,15 +138,21 @@ class Context:
             f"CREATE TEMP TABLE {self.placements} AS SELECT p.* FROM placements p "
             f"SEMI JOIN {self.jobs} j USING (job_id)"
         )
-        self._temp += [self.jobs, self.attempts, self.placements]
+        self.runs = f"_pa_{tag}_runs"
+        con.execute(
+            f"CREATE TEMP TABLE {self.runs} AS SELECT * FROM {self.attempts} WHERE {TIMED_SQL}"
+        )
+        self._temp += [self.jobs, self.attempts, self.placements, self.runs]
         if self.scope.is_all:
             self.all_jobs, self.all_attempts, self.all_placements = (
                 self.jobs,
                 self.attempts,
                 self.placements,
             )
+            self.all_runs = self.runs
         else:
             self.all_jobs, self.all_attempts, self.all_placements = "jobs", "attempts", "placements"
+            self.all_runs = f"(SELECT * FROM attempts WHERE {TIMED_SQL})"
 
     def close(self) -> None:
         """Drop the temporary tables."""
@@ -174,6 +193,21 @@ class Context:
 
     def count(self, relation: str) -> int:
         return int(self.scalar(f"SELECT count(*) FROM {relation}") or 0)
+
+    def runs_note(self, whole_store: bool = False) -> str | None:
+        """The note of an analysis over ``runs`` (``all_runs`` if ``whole_store``): how many
+        attempts it left out because their end is not recorded; None when there are none."""
+        rel = self.all_attempts if whole_store else self.attempts
+        n = int(self.scalar(f"SELECT count(*) FROM {rel} WHERE timing = 'end_unknown'") or 0)
+        if not n:
+            return None
+        jobs = int(
+            self.scalar(f"SELECT count(DISTINCT job_id) FROM {rel} WHERE timing = 'end_unknown'")
+        )
+        return (
+            f"{n:,} attempts of {jobs:,} jobs have no recorded end although the job ended (a "
+            "final status or a later attempt): left out, as their run cannot be placed in time"
+        )
 
     def cached(self, key: str, compute: Callable[[], Any]) -> Any:
         """Compute once per context (heavy intermediates shared by several sections)."""

@@ -75,10 +75,17 @@ def compute(ctx: Context) -> Section:
         sec.notes.append("no passed or killed job in scope has a loss curve of 2+ points")
         return sec
     rows = []
+    unknown = int(c["gpu_hours"].isna().sum())
+    if unknown:
+        sec.notes.append(
+            f"{unknown:,} jobs' curve attempts have no known GPU time (duration or GPUs "
+            "unknown): left out of gpu_hours and saved_gpu_hours (absent when none is known)"
+        )
     for st in ("passed", "killed", "all"):
         g = c if st == "all" else c[c["status"] == st]
-        gh = float(g["gpu_hours"].sum())
-        saved = float(g["saved_gpu_hours"].sum())
+        timed = g[g["gpu_hours"].notna()]
+        gh = float(timed["gpu_hours"].sum()) if len(timed) else None
+        saved = float(timed["saved_gpu_hours"].sum()) if len(timed) else None
         rows.append(
             {
                 "status": st,
@@ -88,7 +95,7 @@ def compute(ctx: Context) -> Section:
                 "within_by_40pct": float((g["frac_within"] <= 0.4).mean()) if len(g) else None,
                 "gpu_hours": gh,
                 "saved_gpu_hours": saved,
-                "saved_pct": 100.0 * saved / gh if gh else None,
+                "saved_pct": 100.0 * saved / gh if gh and saved is not None else None,
             }
         )
     sec.tables.append(

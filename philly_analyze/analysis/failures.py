@@ -103,6 +103,22 @@ def compute(ctx: Context) -> Section:
             f"{logs_only:,} failed trials are known only from their logs (verdict failed or "
             "unmatched, no attempt in the scheduler data): runtime to failure unknown"
         )
+    no_rtf = int((t["from_scheduler"] & t["rtf_min"].isna()).sum())
+    if no_rtf:
+        sec.notes.append(
+            f"{no_rtf:,} failed trials have no recorded end (or start): their runtime to "
+            "failure is unknown, left out of the RTF columns"
+        )
+    unknown = {
+        "user": int(t["user_id"].isna().sum()),
+        "GPU demand": int(t["gpus"].isna().sum()),
+    }
+    for what, n in unknown.items():
+        if n:
+            sec.notes.append(
+                f"{n:,} failed trials have no known {what}: left out of the {what} columns "
+                "(absent where no trial has one)"
+            )
     if t.empty:
         sec.notes.append("no failed attempt in scope has failure evidence")
         return sec
@@ -116,23 +132,31 @@ def compute(ctx: Context) -> Section:
 def _reason_row(reason: str, g: pd.DataFrame, rtf_all: float, rxd_all: float) -> dict:
     rtf = g["rtf_min"].dropna()
     q = rtf.quantile([0.5, 0.9, 0.95]) if len(rtf) else pd.Series([None] * 3)
-    rxd = float((g["rtf_min"] * g["gpus"]).sum())
-    gpus = g["gpus"]
+    # What the data cannot give is absent, not 0: users, GPU demand and RTF x demand of
+    # trials known only from their logs (a store of framework logs only).
+    rxd_known = (g["rtf_min"] * g["gpus"]).dropna()
+    rxd = float(rxd_known.sum()) if len(rxd_known) else None
+    gpus = g["gpus"].dropna()
+    users = g["user_id"].dropna()
+
+    def demand(mask: pd.Series) -> int | None:
+        return int(mask.sum()) if len(gpus) else None
+
     return {
         "reason": reason,
         "categories": g["categories"].iloc[0] if reason != "total" else "",
         "trials": len(g),
         "jobs": g["job_id"].nunique(),
-        "users": g["user_id"].nunique(),
+        "users": users.nunique() if len(users) else None,
         "rtf_p50_min": q.iloc[0],
         "rtf_p90_min": q.iloc[1],
         "rtf_p95_min": q.iloc[2],
-        "rtf_total_pct": pct(float(rtf.sum()), rtf_all),
-        "gpu_demand_1": int((gpus == 1).sum()),
-        "gpu_demand_2_4": int(((gpus >= 2) & (gpus <= 4)).sum()),
-        "gpu_demand_gt4": int((gpus > 4).sum()),
+        "rtf_total_pct": pct(float(rtf.sum()), rtf_all) if len(rtf) else None,
+        "gpu_demand_1": demand(gpus == 1),
+        "gpu_demand_2_4": demand((gpus >= 2) & (gpus <= 4)),
+        "gpu_demand_gt4": demand(gpus > 4),
         "rtf_x_demand": rxd,
-        "rtf_x_demand_pct": pct(rxd, rxd_all),
+        "rtf_x_demand_pct": pct(rxd, rxd_all) if rxd is not None else None,
         "example": _example(g) if reason != "total" else None,
     }
 
@@ -205,15 +229,17 @@ def _repeats(t: pd.DataFrame) -> ResultTable:
     rows = []
     groups = [(str(r), g) for r, g in t.groupby("reason", sort=True)] + [("all", t)]
     for reason, g in groups:
-        per_user = g.groupby("user_id", dropna=False).size()
+        # Trials whose user is unknown (logs without scheduler data) are no user's repeats.
+        per_user = g.groupby("user_id", dropna=True).size()
+        known = bool(len(per_user))
         rows.append(
             {
                 "reason": reason,
                 "trials": len(g),
-                "users": len(per_user),
-                "users_repeating": int((per_user > 1).sum()),
-                "trials_per_user": len(g) / len(per_user) if len(per_user) else None,
-                "top_user_trials_pct": pct(float(per_user.max()), len(g)) if len(g) else None,
+                "users": len(per_user) if known else None,
+                "users_repeating": int((per_user > 1).sum()) if known else None,
+                "trials_per_user": float(per_user.sum()) / len(per_user) if known else None,
+                "top_user_trials_pct": pct(float(per_user.max()), len(g)) if known else None,
             }
         )
     return ResultTable(

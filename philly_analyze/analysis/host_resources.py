@@ -1,7 +1,8 @@
 """Figure 7: host CPU and memory utilization of servers running GPU jobs.
 
 A per-minute sample of a server counts when at least one attempt of a job in scope was running
-on that server at that minute (``[start_time, end_time)`` of any attempt placed on it). The
+on that server at that minute (``[start_time, end_time)`` of any attempt placed on it; only
+attempts placed in time, ``ctx.runs``, as for GPU utilization). The
 attempts' intervals are merged per server first (so a sample counts once however many jobs
 share the server), expanded to the days they cover and hash-joined with the samples on
 ``(machine_id, day)``, as for GPU utilization. Memory utilization is
@@ -36,8 +37,7 @@ def _busy_table(ctx: Context, horizon: object) -> str:
         WITH iv AS (
             SELECT DISTINCT p.machine_id, epoch_us(a.start_time) AS s,
                    epoch_us(coalesce(a.end_time, ?::TIMESTAMPTZ)) AS e
-            FROM {ctx.placements} p JOIN {ctx.attempts} a USING (job_id, attempt_idx)
-            WHERE a.start_time IS NOT NULL),
+            FROM {ctx.placements} p JOIN {ctx.runs} a USING (job_id, attempt_idx)),
         o AS (
             SELECT *, max(e) OVER (PARTITION BY machine_id ORDER BY s, e
                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_e
@@ -62,6 +62,9 @@ def compute(ctx: Context) -> Section:
         sec.notes.append(note)
         return sec
     present = {k: ctx.has(t) for k, (t, _) in _METRICS.items()}
+    runs_note = ctx.runs_note()
+    if runs_note:
+        sec.notes.append(runs_note)
     series = "cpu_util" if present["cpu"] else "mem_util"
     busy = _busy_table(ctx, running_horizon(ctx, series))
     window, params = [], []

@@ -317,10 +317,15 @@ def _table2(per: pd.DataFrame) -> list[ResultTable]:
 def _notes(ctx: Context, sec: Section, per: pd.DataFrame) -> None:
     never = ctx.scalar(f"SELECT count(*) FROM {ctx.jobs} WHERE first_start IS NULL")
     ended = int((~per["started"]).sum())
-    if never:
+    if never and ctx.has("scheduler_events"):
         sec.notes.append(
             f"{int(never):,} jobs never started: left out of the delay percentiles; "
             f"{ended:,} of them have an end in the scheduler log and count in Table 2"
+        )
+    elif never:  # without a scheduler log their wait has no known end: not "0 of them"
+        sec.notes.append(
+            f"{int(never):,} jobs never started: left out of the delay percentiles and of "
+            "Table 2 (no scheduler log gives the end of their wait)"
         )
     neg = ctx.scalar(f"SELECT count(*) FROM {ctx.jobs} WHERE queue_delay_s < 0")
     if neg:
@@ -346,4 +351,25 @@ def _notes(ctx: Context, sec: Section, per: pd.DataFrame) -> None:
         sec.notes.append(
             f"{tl.attempts_without_placements:,} attempts have no placements: they count toward "
             "their VC's usage but occupy no known server, so fragmentation is underestimated"
+        )
+    _end_unknown_notes(ctx, sec, tl is not None)
+
+
+def _end_unknown_notes(ctx: Context, sec: Section, with_timeline: bool) -> None:
+    """Attempts without a recorded end in jobs that ended (``attempts.timing``): the cluster
+    state leaves them out, and a retry after one has no known start of its wait."""
+    note = ctx.runs_note(whole_store=True)
+    if note and with_timeline:
+        sec.notes.append(f"cluster state: {note}")
+    unknown = ctx.scalar(
+        f"""SELECT count(*) FROM (
+            SELECT lag(end_time) OVER w AS prev_end, row_number() OVER w > 1 AS retry
+            FROM {ctx.attempts} WHERE start_time IS NOT NULL
+            WINDOW w AS (PARTITION BY job_id ORDER BY attempt_idx))
+        WHERE retry AND prev_end IS NULL"""
+    )
+    if unknown:
+        sec.notes.append(
+            f"{int(unknown):,} retries follow an attempt whose end is not recorded: their wait "
+            "is unknown and left out"
         )

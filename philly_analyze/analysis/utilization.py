@@ -2,8 +2,10 @@
 
 The join (one pass over ``gpu_util``): every per-minute sample of a GPU counts for the attempt
 that held that GPU at that minute, i.e. the sample's ``(machine_id, gpu_idx)`` is one of the
-attempt's placements and its minute start ``time`` lies in ``[start_time, end_time)``. An
-attempt without an end (still running) counts up to the last utilization sample.
+attempt's placements and its minute start ``time`` lies in ``[start_time, end_time)``. Only
+attempts placed in time count (``ctx.runs``: see ``analysis.common``): a running attempt (the
+last of a job without a final status) counts up to the last utilization sample; an attempt
+without a recorded end in a job that ended is left out (noted).
 
 Efficient formulation: a plain range join would compare each of the ~270M samples of the public
 trace with every placement of its GPU. Instead each placement is expanded into the hours it
@@ -76,8 +78,7 @@ def _compute(ctx: Context) -> UtilAggregates:
                epoch_us(coalesce(a.end_time, ?::TIMESTAMPTZ)) AS e_us,
                (row_number() OVER (ORDER BY a.job_id, a.attempt_idx))::INTEGER AS att,
                (dense_rank() OVER (ORDER BY j.num_gpus, j.status, srv.servers))::INTEGER AS cell
-        FROM {ctx.attempts} a JOIN {ctx.jobs} j USING (job_id) JOIN srv USING (job_id, attempt_idx)
-        WHERE a.start_time IS NOT NULL""",
+        FROM {ctx.runs} a JOIN {ctx.jobs} j USING (job_id) JOIN srv USING (job_id, attempt_idx)""",
         [horizon],
     )
     # Build side: one row per placed GPU per hour its attempt overlaps.
@@ -129,14 +130,12 @@ def _compute(ctx: Context) -> UtilAggregates:
 
 
 def running_horizon(ctx: Context, series: str) -> object:
-    """Where an attempt without an end stops counting: the last sample of ``series`` (one
-    scan, only when such attempts exist), or the latest attempt time."""
+    """Where a running attempt stops counting: the last sample of ``series`` (one scan, only
+    when such attempts exist), or the latest attempt time."""
     last = ctx.scalar(
-        f"SELECT max(greatest(start_time, coalesce(end_time, start_time))) FROM {ctx.attempts}"
+        f"SELECT max(greatest(start_time, coalesce(end_time, start_time))) FROM {ctx.runs}"
     )
-    running = ctx.scalar(
-        f"SELECT count(*) FROM {ctx.attempts} WHERE start_time IS NOT NULL AND end_time IS NULL"
-    )
+    running = ctx.scalar(f"SELECT count(*) FROM {ctx.runs} WHERE timing = 'running'")
     if running:
         tail = ctx.scalar(f"SELECT max(time) + INTERVAL 1 MINUTE FROM {series}")
         if tail is not None and (last is None or tail > last):
@@ -172,6 +171,9 @@ def compute(ctx: Context) -> Section:
     if agg is None:
         sec.notes.append(ctx.lacking("gpu_utilization"))
         return sec
+    runs_note = ctx.runs_note()
+    if runs_note:
+        sec.notes.append(runs_note)
     if agg.attempts.empty:
         sec.notes.append("no utilization sample falls inside an attempt's placed GPUs and run")
         return sec
@@ -217,9 +219,7 @@ def compute(ctx: Context) -> Section:
     )
     sec.data["hist"] = h
     sec.data["jobs"] = jobs
-    cover = ctx.scalar(
-        f"SELECT count(DISTINCT job_id) FROM {ctx.attempts} WHERE start_time IS NOT NULL"
-    )
+    cover = ctx.scalar(f"SELECT count(DISTINCT job_id) FROM {ctx.runs}")
     if cover and len(jobs) < cover:
         sec.notes.append(
             f"{len(jobs):,} of {int(cover):,} jobs that ran have utilization samples on their GPUs"

@@ -28,3 +28,16 @@ def store_option(help_text: str = "Store directory.") -> Callable[[F], F]:
 def quiet_option() -> Callable[[F], F]:
     """``--quiet``: no progress bars or summaries on stderr."""
     return click.option("-q", "--quiet", is_flag=True, help="No progress or summary on stderr.")
+
+
+def machines_option() -> Callable[[F], F]:
+    """``--machines listed|all``: which of the store's machines a replay uses."""
+    return click.option(
+        "--machines",
+        type=click.Choice(["listed", "all"]),
+        default=None,
+        help="Machines to replay on: listed = only the machine list's (the default when the "
+        "store has a machine list); all = also hosts known only from placements or "
+        "utilization (the default without one). Jobs that ran on unlisted hosts are "
+        "replayed on the chosen machines either way.",
+    )

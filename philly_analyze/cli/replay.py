@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from philly_analyze.cli.options import quiet_option, store_option
+from philly_analyze.cli.options import machines_option, quiet_option, store_option
 from philly_analyze.errors import UserError
 
 FORMATS = ("table", "json", "csv", "md")
@@ -69,6 +69,7 @@ Examples:
   philly-analyze report --store what-if            # Table 2 etc. of the simulated schedule
   philly-analyze replay --policy philly,fifo,las,srtf --format json > cmp.json
   philly-analyze replay --list-policies
+  philly-analyze replay --store philly-store --machines all   # + hosts not in the list
   philly-analyze replay --store philly-store --policy philly,dedicated,muxflow
   philly-analyze replay --policy dedicated,muxflow,mps-naive --scenario paper
 """,
@@ -100,6 +101,7 @@ Examples:
     help="VC quota file (CSV vc,gpus or JSON); default: inferred as the report does.",
 )
 @click.option("--racks", type=click.IntRange(min=1), help="Split the servers into N racks.")
+@machines_option()
 @click.option(
     "--param",
     "params",
@@ -123,6 +125,7 @@ def command(
     fmt: str,
     quotas: Path | None,
     racks: int | None,
+    machines: str | None,
     params: tuple[str, ...],
     seed: int,
     list_policies: bool,
@@ -155,7 +158,7 @@ def command(
         )
         _print(results, fmt, f"scenario {scenario}", _ScenarioCluster(results[0][0].machines))
         return
-    wl, cluster, q = load_inputs(store_path, racks, quotas)
+    wl, cluster, q = load_inputs(store_path, racks, quotas, machines)
     if len(wl) == 0:
         raise UserError(
             "has no jobs to replay (jobs need a submit time, GPUs and a duration)",

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from philly_analyze.cli.options import quiet_option, store_option
+from philly_analyze.cli.options import machines_option, quiet_option, store_option
 from philly_analyze.errors import UserError
 
 FORMATS = ("table", "json", "csv")
@@ -109,6 +109,7 @@ summary.parquet, figures/*.png|svg, report.md.
     help="Largest inputs (pickled) that auto mode ships.",
 )
 @click.option("--racks", type=click.IntRange(min=1), help="Split the servers into N racks.")
+@machines_option()
 @click.option(
     "--quotas",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -158,6 +159,7 @@ def command(
     store_mode: str,
     ship_limit_mb: float,
     racks: int | None,
+    machines: str | None,
     quotas: Path | None,
     metrics: tuple[str, ...],
     no_figures: bool,
@@ -191,6 +193,7 @@ def command(
             ray=ray_address or None,
             workers=workers,
             racks=racks,
+            machines=machines,
             quotas=quotas,
             jitter_s=jitter_s,
             store_mode=store_mode,

@@ -140,6 +140,8 @@ def write_jobs(
     """One job with one attempt (its duration, no start) per list element."""
     ts = pa.array(submit_utc.astype("datetime64[us]"), pa.timestamp("us")).cast(UTC_TS)
     n = len(ids)
+    # One run per job: its attempts (and so its retries) are not recorded.
+    job_flags = [["attempts_unknown", *(f or [])] for f in (flags or [None] * n)]
     jobs = {
         "job_id": ids,
         "vc": pa.array(vc, pa.string()),
@@ -147,10 +149,9 @@ def write_jobs(
         "status": pa.array(status, pa.string()),
         "submit_time": ts,
         "num_gpus": pa.array(gpus, pa.int32()),
+        "flags": pa.array(job_flags, pa.list_(pa.string())),
         "source": [fmt] * n,
     }
-    if flags is not None:
-        jobs["flags"] = pa.array(flags, pa.list_(pa.string()))
     return {
         "jobs": batch.write("jobs", jobs),
         "attempts": batch.write(

@@ -8,7 +8,10 @@
   row. Read by DuckDB with declared columns (see ``csvcopy``).
 
 Job-log quirks handled: attempts missing, ``null`` or empty; attempt times ``"None"``, ``null``
-or ``""``; a last attempt without an end (still running: outcome ``running``); times in
+or ``""``; a last attempt without an end in a job without a final status (still running:
+outcome ``running``, flag ``no_end``); an attempt without an end in a job that has a final
+status, or before a later attempt (it ended, when is unknown: the outcome its position and the
+job's status give, flag ``end_unknown``; see ``attempts.timing``); times in
 Pacific wall-clock (``--timezone``) with the repeated fall-back hour read as the first
 occurrence unless that would put an event before the job's previous one, in which case the
 second occurrence is used.
@@ -327,7 +330,12 @@ class _JobLogSession:
                     pl_machine.append(ip)
                     pl_gpu.append(_gpu_index(g))
             last = i == len(attempts) - 1
-            if last and start is not None and end is None:
+            ended_unrecorded = start is not None and end is None and (status or not last)
+            if ended_unrecorded and "end_unknown" not in flags:
+                # It ended (the job has a final status, or a later attempt), when is not
+                # recorded: not running. Analyses leave its run out (attempts.timing).
+                flags.append("end_unknown")
+            if last and start is not None and end is None and status is None:
                 outcome = "running"
                 flags.append("no_end")
             elif last:

@@ -36,6 +36,7 @@ from philly_analyze.ingest.source import (
     is_tar,
 )
 from philly_analyze.store import Batch, Store
+from philly_analyze.store_notes import store_notes
 
 
 @dataclass
@@ -181,8 +182,8 @@ def ingest_paths(
     finally:
         for run in sessions.values():
             run.abandon()
+    report.notes = ctx.notes + store_notes(store)
     report.seconds = time.perf_counter() - t0
-    report.notes = ctx.notes
     return report
 
 

@@ -17,7 +17,8 @@ lines span files) and runs in DuckDB with bounded memory. The rules (docs/raw-so
 - **attempt end**: its final transition or ``Application Attempt ... is done``; the last attempt
   of an app that ended, without one, ends with the app.
 - **num_gpus**: sum of ``yarn.io/gpu`` over the attempt's distinct containers (0 when the
-  resources carry no GPUs, NULL when no container of it was seen with its resources);
+  resources list ``yarn.io/gpu: 0``; NULL, unknown, when they name no GPU type, as an RM that
+  does not schedule GPUs writes them, or when no container of it was seen with its resources);
   **num_machines**: hosts of its GPU containers (of all its containers for CPU-only attempts).
 - **placements**: one row per GPU of each container, ``gpu_idx`` NULL (the RM does not know
   device indices).

@@ -197,11 +197,14 @@ def machine_id(host: str) -> str:
     return PORT_RE.sub("", host)
 
 
-def _gpus(cap: str) -> int:
+def _gpus(cap: str) -> int | None:
+    """GPUs of a container's capacity; None when the resources name no GPU type (an RM that
+    does not schedule GPUs: the count is unknown, not 0; a GPU-aware RM lists
+    ``yarn.io/gpu: 0`` for CPU-only containers)."""
     if not CAPACITY_RE.fullmatch(cap):
         raise Malformed(f"unparsable resource {cap!r}")
     g = GPU_RE.search(cap)
-    return int(g.group(1)) if g else 0
+    return int(g.group(1)) if g else None
 
 
 def _check_state(entity: str, *states: str) -> None:

@@ -399,6 +399,8 @@ def _paired_bars(
         ours = df[col].astype(float).to_numpy()
         pap = df[f"paper_{col}"].astype(float).to_numpy()
         ax.bar(x - 0.2, ours, 0.38, color="#1f77b4", label="computed")
+        for xi in x[np.isnan(ours)]:  # absent, not 0: say so where the bar would be
+            ax.text(xi - 0.2, 0, "no data", rotation=90, ha="center", va="bottom", fontsize=8)
         ax.bar(
             x + 0.2,
             np.nan_to_num(pap),
@@ -409,6 +411,7 @@ def _paired_bars(
             label=paper_label,
         )
         ax.set_xticks(x, ticks)
+        ax.set_xlim(-0.6, len(df) - 0.4)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(label)
         _headroom(ax, ours, pap)

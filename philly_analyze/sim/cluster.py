@@ -21,6 +21,7 @@ import re
 from bisect import bisect_left, insort
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -108,14 +109,21 @@ class Cluster:
         return cls.build(ids, g, racks)
 
     @classmethod
-    def from_store(cls, store: object, racks: int | None = None) -> Cluster:
-        """Servers of a store's ``machines`` view (num_gpus). Racks: ``racks`` if given, else the
-        store's rack column when every server has one, else one rack."""
+    def from_store(
+        cls, store: object, racks: int | None = None, machines: str | None = None
+    ) -> Cluster:
+        """Servers of a store's ``machines`` view (num_gpus). ``machines``: ``listed`` (only
+        the machine list's), ``all`` (also hosts known only from placements or utilization),
+        None for ``machines_choice``'s default. Racks: ``racks`` if given, else the store's
+        rack column when every server has one, else one rack."""
         from philly_analyze.store import Store
 
         assert isinstance(store, Store)
+        only_listed = machines_choice(store, machines) == "listed"
         rows = store.con.execute(
-            "SELECT machine_id, num_gpus, rack FROM machines WHERE coalesce(num_gpus, 0) > 0"
+            "SELECT machine_id, num_gpus, rack FROM machines WHERE coalesce(num_gpus, 0) > 0 "
+            "AND (listed_num_gpus IS NOT NULL OR NOT ?)",
+            [only_listed],
         ).fetchall()
         ids = [r[0] for r in rows]
         gpus = [int(r[1]) for r in rows]
@@ -134,6 +142,40 @@ class Cluster:
                 "source": ["replay"] * self.num_machines,
             }
         )
+
+
+#: ``replay --machines``: which of the store's machines a replay uses.
+MACHINE_CHOICES = ("listed", "all")
+
+
+def machines_choice(store: Any, machines: str | None) -> str:
+    """``machines`` checked, or the default: ``listed`` when the store has a machine list
+    (any machine with a listed GPU count), else ``all``."""
+    if machines is not None:
+        if machines not in MACHINE_CHOICES:
+            from philly_analyze.errors import UserError
+
+            raise UserError(f"--machines must be one of {', '.join(MACHINE_CHOICES)}")
+        return machines
+    has_list = store.scalar("SELECT count(*) FROM machines WHERE listed_num_gpus IS NOT NULL")
+    return "listed" if has_list else "all"
+
+
+def unlisted_note(store: Any, machines: str | None) -> str | None:
+    """What ``--machines listed`` leaves out (hosts and GPUs), or None."""
+    if machines_choice(store, machines) != "listed":
+        return None
+    hosts, gpus = store.con.execute(
+        "SELECT count(*), coalesce(sum(num_gpus), 0) FROM machines "
+        "WHERE listed_num_gpus IS NULL AND coalesce(num_gpus, 0) > 0"
+    ).fetchone()
+    if not hosts:
+        return None
+    return (
+        f"{int(hosts):,} hosts ({int(gpus):,} GPUs) not in the machine list are left out of the "
+        "replayed cluster (--machines listed); their jobs are replayed on the listed machines. "
+        "--machines all keeps them"
+    )
 
 
 class FreeState:

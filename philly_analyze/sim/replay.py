@@ -75,17 +75,23 @@ def load_inputs(
     store_path: str | os.PathLike[str],
     racks: int | None = None,
     quotas_path: str | os.PathLike[str] | None = None,
+    machines: str | None = None,
 ) -> tuple[Workload, Cluster, dict[str, int]]:
     """Workload, cluster and quotas of a store. Quotas come from ``vcquota.quotas_for_store``
     like the report's: the file if given, else the store's ``vc_quotas.csv`` (a replay
     output keeps the quotas it used there, so the same settings reproduce it), else
-    inferred from GPU-time shares."""
+    inferred from GPU-time shares. ``machines``: ``listed``, ``all`` or None (the default of
+    ``cluster.machines_choice``); the hosts it leaves out are noted in the workload's notes."""
+    from philly_analyze.sim.cluster import unlisted_note
     from philly_analyze.store import Store
 
     with Store(store_path, read_only=True) as store:
         wl = Workload.from_store(store)
-        cluster = Cluster.from_store(store, racks=racks)
+        cluster = Cluster.from_store(store, racks=racks, machines=machines)
+        note = unlisted_note(store, machines)
         quotas = quotas_for_store(store, quotas_path)
+    if note:
+        wl.notes.append(note)
     if cluster.num_machines == 0:
         raise UserError(
             "has no machines; ingest a machine list (e.g. cluster_machine_list) first",
@@ -102,11 +108,12 @@ def run_replay(
     *,
     racks: int | None = None,
     quotas: str | os.PathLike[str] | Mapping[str, int] | None = None,
+    machines: str | None = None,
 ) -> ReplayResult:
     """Replay the store at ``source`` under ``policy`` (for sweeps: call many times, in
     parallel processes if you like; each call opens the store read-only)."""
     qpath = quotas if isinstance(quotas, str | os.PathLike) else None
-    wl, cluster, q = load_inputs(source, racks, qpath)
+    wl, cluster, q = load_inputs(source, racks, qpath, machines)
     if isinstance(quotas, Mapping):
         q = dict(quotas)
     return simulate(wl, cluster, policy, q, params, seed)

@@ -155,12 +155,13 @@ def build_result(
     )
     keep = last_status != None  # noqa: E711 (elementwise)
     status[ran[keep]] = last_status[keep]
-    flags = [None] * len(wl)
+    # The input's flags (e.g. attempts_unknown of job-list jobs) and the replay's own.
+    flags: list[list[str] | None] = [list(f) if f else None for f in wl.flags] or [None] * len(wl)
     for j in trace.unscheduled:
-        flags[j] = ["unscheduled"]
+        flags[j] = [*(flags[j] or []), "unscheduled"]
         status[j] = None
     for j in trace.truncated:
-        flags[j] = ["max_retries"]
+        flags[j] = [*(flags[j] or []), "max_retries"]
     vc_names = np.array([*(n if n != NO_VC else None for n in wl.vc_names), None], dtype=object)
     user_names = np.array([*wl.user_names, None], dtype=object)
     jobs = schemas.conform(

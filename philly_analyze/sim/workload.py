@@ -52,6 +52,9 @@ class Workload:
     obs_start_us: np.ndarray
     status: list[str | None] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The input's data-quality flags per job (``jobs.flags``; empty when unknown), written
+    #: back with the replayed jobs (e.g. ``attempts_unknown`` of job-list jobs).
+    flags: list[list[str] | None] = field(default_factory=list)
 
     MISSING = np.iinfo(np.int64).min
 
@@ -94,6 +97,7 @@ class Workload:
             self.obs_start_us[idx],
             [self.status[i] for i in idx] if self.status else [],
             list(self.notes),
+            flags=[self.flags[i] for i in idx] if self.flags else [],
         )
 
     # ------------------------------------------------------------------ constructors
@@ -186,17 +190,23 @@ class Workload:
         import pyarrow.compute as pc
 
         total = store.scalar("SELECT count(*) FROM jobs")
+        # A job with an attempt whose end is not recorded is left out whole: replaying its
+        # other attempts would give it another outcome (docs/replay.md).
+        end_unknown = store.scalar(
+            "SELECT count(DISTINCT job_id) FROM attempts WHERE timing = 'end_unknown'"
+        )
         t = store.arrow(
             """
             WITH a AS (SELECT job_id, attempt_idx, duration_s, outcome, num_machines
                        FROM attempts WHERE duration_s IS NOT NULL AND duration_s >= 0)
             SELECT j.job_id, epoch_us(j.submit_time) AS submit_us, j.vc, j.user_id,
                    j.num_gpus::BIGINT AS num_gpus,
-                   coalesce(epoch_us(j.first_start), ?) AS obs_start, j.status,
+                   coalesce(epoch_us(j.first_start), ?) AS obs_start, j.status, j.flags,
                    round(a.duration_s * 1e6)::BIGINT AS dur_us, a.outcome,
                    coalesce(a.num_machines, 0)::BIGINT AS servers
             FROM jobs j JOIN a USING (job_id)
             WHERE j.submit_time IS NOT NULL AND coalesce(j.num_gpus, 0) > 0
+              AND j.job_id NOT IN (SELECT job_id FROM attempts WHERE timing = 'end_unknown')
             ORDER BY submit_us, j.job_id, a.attempt_idx""",
             [int(cls.MISSING)],
         )
@@ -214,7 +224,7 @@ class Workload:
         n = len(first)
         ptr = np.r_[first, t.num_rows].astype(np.int64)
         take = pa.array(first)
-        jobs = {c: t.column(c).take(take) for c in ("job_id", "vc", "user_id", "status")}
+        jobs = {c: t.column(c).take(take) for c in ("job_id", "vc", "user_id", "status", "flags")}
         vc_codes, vc_names = _codes(jobs["vc"].to_pylist(), NO_VC)
         user_codes, user_names = _codes(jobs["user_id"].to_pylist(), None)
         outcome = np.array(
@@ -243,11 +253,23 @@ class Workload:
             col("servers").astype(np.int64),
             col("obs_start", first).astype(np.int64),
             jobs["status"].to_pylist(),
+            flags=jobs["flags"].to_pylist(),
         )
-        if total > n:
+        if end_unknown:
             wl.notes.append(
-                f"{total - n:,} of {total:,} jobs not replayed (no submit time, no GPUs, or no "
-                "attempt with a duration)"
+                f"{end_unknown:,} jobs not replayed: an attempt of theirs has no recorded end "
+                "although the job ended (its duration is unknown)"
+            )
+        no_start = int((wl.obs_start_us == cls.MISSING).sum())
+        if no_start:
+            wl.notes.append(
+                f"{no_start:,} of {n:,} replayed jobs have no observed start (e.g. from a job "
+                "list): the fidelity metrics leave them out (absent when no job has one)"
+            )
+        if total - end_unknown > n:
+            wl.notes.append(
+                f"{total - end_unknown - n:,} of {total:,} jobs not replayed (no submit time, "
+                "no GPUs, or no attempt with a duration)"
             )
         return wl
 

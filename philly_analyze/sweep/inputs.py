@@ -89,13 +89,14 @@ def read_inputs(
     store: str | os.PathLike[str],
     racks: int | None = None,
     quotas: str | os.PathLike[str] | dict[str, int] | None = None,
+    machines: str | None = None,
 ) -> SweepInputs:
     """The store's replay inputs, as ``run_replay`` would read them (quotas: a file, a dict,
-    or None for the store's own quotas / inferred ones)."""
+    or None for the store's own quotas / inferred ones; machines: ``replay --machines``)."""
     from philly_analyze.sim.replay import load_inputs
 
     qpath = None if isinstance(quotas, dict) else quotas
-    wl, cluster, q = load_inputs(store, racks, qpath)
+    wl, cluster, q = load_inputs(store, racks, qpath, machines)
     if len(wl) == 0:
         raise UserError(
             "has no jobs to replay (jobs need a submit time, GPUs and a duration)",
@@ -138,11 +139,12 @@ class StorePath:
     racks: int | None
     quotas: dict[str, int]
     identity: str
+    machines: str | None = None
 
     def load(self) -> SweepInputs:
         got = LOADED.get(self.identity)
         if got is None:
-            got = read_inputs(self.path, self.racks, self.quotas)
+            got = read_inputs(self.path, self.racks, self.quotas, self.machines)
             if got.identity != self.identity:
                 raise UserError(
                     f"the store at this path on {socket.gethostname()} is not the one the "

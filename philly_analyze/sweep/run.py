@@ -75,6 +75,7 @@ def run_sweep(
     ray: str | None = None,
     workers: int | None = None,
     racks: int | None = None,
+    machines: str | None = None,
     quotas: str | os.PathLike[str] | None = None,
     jitter_s: float = 0.0,
     store_mode: str = "auto",
@@ -97,7 +98,8 @@ def run_sweep(
     (so that seeds matter to deterministic policies). ``store_mode``: ``ship`` the loaded
     inputs to workers, have them read the ``shared`` store path, or ``auto`` (ship up to
     ``ship_limit_mb``). ``metrics``: those to plot (default: every metric that varies);
-    ``figures=False`` skips drawing. A run's own failure is recorded in its row, never raised."""
+    ``figures=False`` skips drawing. ``machines``: as ``replay --machines`` (None: its
+    default). A run's own failure is recorded in its row, never raised."""
     from philly_analyze.sweep.summary import seed_invariant, summarize
 
     say = log or (lambda _m: None)
@@ -106,17 +108,17 @@ def run_sweep(
     if not 0 < confidence < 1:
         raise UserError(f"confidence must be between 0 and 1, got {confidence}")
     spec = SweepSpec.build(policies, params, seeds, jitter_s=jitter_s, imports=imports)
-    inputs = read_inputs(store, racks, quotas)
+    inputs = read_inputs(store, racks, quotas, machines)
     tasks = spec.tasks(inputs.identity)
     out_path = Path(out) if out is not None else None
     if out_path is not None:
-        prepare_out(out_path, _spec_doc(spec, store, racks, quotas, inputs, tasks))
+        prepare_out(out_path, _spec_doc(spec, store, racks, quotas, inputs, tasks, machines))
     table = RunsTable(out_path)
     done = table.done()
     todo = [t for t in tasks if t.run_id not in done]
     for line in spec.describe():
         say(line)
-    handle, mode = _handle(inputs, store, racks, store_mode, ship_limit_mb)
+    handle, mode = _handle(inputs, store, racks, store_mode, ship_limit_mb, machines)
     run = _Execution(inputs, tasks, table, progress or NullTracker(), say)
     whole = run.execute(todo, handle, mode, ray, workers)
     runs = _this_sweep(whole, tasks)
@@ -262,7 +264,12 @@ def _drop_empty(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _handle(
-    inputs: SweepInputs, store: Any, racks: int | None, mode: str, limit_mb: float
+    inputs: SweepInputs,
+    store: Any,
+    racks: int | None,
+    mode: str,
+    limit_mb: float,
+    machines: str | None = None,
 ) -> tuple[InputHandle, str]:
     if mode == "auto":
         size = len(pickle.dumps(inputs, protocol=pickle.HIGHEST_PROTOCOL)) / 1e6
@@ -270,7 +277,7 @@ def _handle(
     if mode == "ship":
         return ShippedInputs(inputs), mode
     path = str(Path(store).resolve())
-    return StorePath(path, racks, inputs.quotas, inputs.identity), mode
+    return StorePath(path, racks, inputs.quotas, inputs.identity, machines), mode
 
 
 def _plan(total: int, todo: int, where: str, mode: str, inputs: SweepInputs) -> str:
@@ -289,11 +296,13 @@ def _spec_doc(
     quotas: Any,
     inputs: SweepInputs,
     tasks: list[Task],
+    machines: str | None = None,
 ) -> dict[str, Any]:
     return {
         "store": str(Path(store).resolve()),
         "inputs_id": inputs.identity,
         "racks": racks,
+        "machines": machines,
         "quotas": str(quotas) if quotas is not None else None,
         "policies": spec.policies,
         "grid": spec.grid,

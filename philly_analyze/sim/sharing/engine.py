@@ -23,7 +23,7 @@ from philly_analyze.sim.sharing.model import (
     slowdown_target,
     sm_speed,
 )
-from philly_analyze.sim.sharing.results import Accumulator
+from philly_analyze.sim.sharing.results import EVICTION_REASONS, Accumulator
 from philly_analyze.sim.sharing.workload import (
     DONE,
     ORDINARY,
@@ -68,8 +68,13 @@ class SharingSim:
         self.g_limit = 1.0 - self.fleet.mem_peak - cfg.memory.margin  # xCUDA memory limit
         self.g_slo = self.fleet.slo
         self.g_target = slowdown_target(cfg, self.fleet.slo)
-        # Jobs.
+        # Jobs. A job runs its observed attempts in turn (``OfflineJobs.seg_*``): ``j_seg`` is
+        # the current one, ``j_work`` its solo minutes, ``j_done`` the progress in it and
+        # ``j_base`` the work of the attempts already run.
         self.j_state = np.zeros(J, np.int8)
+        self.j_seg = jobs.seg_ptr[:-1].copy()
+        self.j_work = jobs.seg_work[self.j_seg] if J else np.zeros(0)
+        self.j_base = np.zeros(J)
         self.j_done = np.zeros(J)
         self.j_since_ckpt = np.zeros(J)
         self.j_run = np.zeros(J)  # minutes in the current placement
@@ -147,8 +152,8 @@ class SharingSim:
             end, j = heapq.heappop(self.heap)
             gpus = self.j_ord_gpus.pop(j)
             self.free_ordinary.extend(gpus)
-            self.j_done[j] = self.jobs.work[j]
-            self.finish(j, end, "passed", "ordinary", tuple(gpus))
+            self.j_done[j] = self.j_work[j]
+            self.attempt_done(j, end, "ordinary", tuple(gpus))
             self.ordinary_dirty = True
 
     def place_ordinary(self, t: float) -> None:
@@ -164,7 +169,7 @@ class SharingSim:
             gpus = [self.free_ordinary.pop() for _ in range(k)]
             self.j_ord_gpus[j] = gpus
             self.start(j, t, ORDINARY)
-            heapq.heappush(self.heap, (t + self.jobs.work[j] - self.j_done[j], j))
+            heapq.heappush(self.heap, (t + self.j_work[j] - self.j_done[j], j))
             if not self.free_ordinary:
                 break
 
@@ -177,12 +182,42 @@ class SharingSim:
         if np.isnan(self.j_first[j]):
             self.j_first[j] = t
 
-    def finish(self, j: int, t: float, outcome: str, kind: str, gpus: tuple[int, ...]) -> None:
+    def attempt_done(self, j: int, t: float, kind: str, gpus: tuple[int, ...]) -> None:
+        """Job ``j`` finished the work of its current attempt at ``t``: the attempt ends with
+        its observed outcome. The last one ends the job; an earlier one (it failed and was
+        retried) sends the job back to the queue for the next."""
+        seg = int(self.j_seg[j])
+        outcome = self.jobs.seg_outcome[seg]
+        if seg == self.jobs.seg_ptr[j + 1] - 1:
+            self.finish(j, t, outcome, kind, gpus)
+            return
         self.attempts.append(
             (j, int(self.j_att_idx[j]), float(self.j_att_start[j]), t, outcome, kind, gpus)
         )
         self.j_att_idx[j] += 1
-        if outcome == "passed":
+        self.j_base[j] += self.j_work[j]
+        self.j_seg[j] = seg + 1
+        self.j_work[j] = self.jobs.seg_work[seg + 1]
+        self.j_done[j] = 0.0
+        self.j_since_ckpt[j] = 0.0
+        self._requeue(j)
+
+    def _requeue(self, j: int) -> None:
+        self.j_state[j] = PENDING
+        self.pending[j] = True
+        self.head = min(self.head, j)
+        self.ordinary_dirty = True
+
+    def finish(
+        self, j: int, t: float, outcome: str | None, kind: str, gpus: tuple[int, ...]
+    ) -> None:
+        """End job ``j``'s attempt at ``t``: evicted (``outcome`` an eviction reason: the job
+        queues again) or its last attempt's work done (the job ends with ``outcome``)."""
+        self.attempts.append(
+            (j, int(self.j_att_idx[j]), float(self.j_att_start[j]), t, outcome, kind, gpus)
+        )
+        self.j_att_idx[j] += 1
+        if outcome not in EVICTION_REASONS:
             self.n_done += 1
             self.j_state[j] = DONE
             self.j_end[j] = t
@@ -192,10 +227,7 @@ class SharingSim:
             self.j_lost[j] += lost
             self.acc.lost_gpu_minutes += lost * self.jobs.gpus[j]
             self.j_evictions[j] += 1
-            self.j_state[j] = PENDING
-            self.pending[j] = True
-            self.head = min(self.head, j)
-            self.ordinary_dirty = True
+            self._requeue(j)
 
     # ---------------------------------------------------------------- shared GPUs
     def evict(self, gpus: np.ndarray, reason: str, t: float) -> None:
@@ -291,7 +323,7 @@ class SharingSim:
     ) -> None:
         """Advance shared jobs at the slowest worker's rate; finish those done in this step."""
         jobs, r = _job_min(j, rate, self.jobs.gpus)
-        remaining = self.jobs.work[jobs] - self.j_done[jobs]
+        remaining = self.j_work[jobs] - self.j_done[jobs]
         finished = r * dt >= remaining
         gain = np.minimum(r * dt, remaining)
         self.j_done[jobs] += gain
@@ -306,7 +338,7 @@ class SharingSim:
             held, owner = self._release(fj)
             end_of = dict(zip(fj.tolist(), ends.tolist(), strict=True))
             for jj, g in _groups(held, owner):
-                self.finish(jj, end_of[jj], "passed", "shared", g)
+                self.attempt_done(jj, end_of[jj], "shared", g)
 
     def outage(self, gpus: np.ndarray, minutes: float, t: float) -> None:
         """The online services on ``gpus`` are down for ``minutes`` from ``t``."""

@@ -7,7 +7,9 @@ cluster has) hosts one online service each. With ``scenario=paper`` the store is
 MuxFlow's deployment is simulated instead (``[scenario.paper]`` of the model file).
 
 The schedule comes back as a ``ReplayResult``: canonical jobs/attempts/placements/machines
-(evictions are ``killed`` attempts; online GPUs are machines ``online-NNNNN`` of 8 GPUs), the
+(evictions are ``killed`` attempts; online GPUs are machines ``online-NNNNN`` of 8 GPUs); each
+job runs its observed attempts in turn and keeps their outcomes (a failed attempt is retried,
+the last one's outcome is the job's status), as the other replay policies do; the
 replay's standard metrics and every sharing metric in one flat dict, and, unless
 ``compare_philly=false``, the same jobs replayed under ``philly`` on the cluster alone so that
 JCT and queueing can be compared (``philly_*`` and ``*_vs_philly`` keys)."""
@@ -24,7 +26,7 @@ import pyarrow as pa
 from philly_analyze import schemas
 from philly_analyze.sim.policies import Param, Policy, register
 from philly_analyze.sim.sharing.config import MECHANISMS, SharingConfig
-from philly_analyze.sim.sharing.results import SharingResult
+from philly_analyze.sim.sharing.results import EVICTION_REASONS, SharingResult
 
 if TYPE_CHECKING:
     from philly_analyze.sim.cluster import Cluster
@@ -85,10 +87,16 @@ def sharing_config(params: Mapping[str, Any], total_gpus: int) -> tuple[SharingC
 
 def offline_frame(wl: Workload) -> tuple[pd.DataFrame, int]:
     """The workload's jobs as offline jobs: solo work = the sum of its attempts' durations
-    (the GPU time it needed, per GPU). Returns the frame and the origin (microseconds)."""
+    (the GPU time it needed, per GPU), run attempt by attempt with the observed outcomes
+    (``attempts_work``, ``attempts_outcome``). Returns the frame and the origin
+    (microseconds)."""
     origin = int(wl.submit_us.min()) if len(wl) else 0
     csum = np.concatenate([[0], np.cumsum(wl.att_dur_us, dtype=np.int64)])
     work = csum[wl.att_ptr[1:]] - csum[wl.att_ptr[:-1]]
+    names = np.array([*schemas.ATTEMPT_OUTCOMES, None], dtype=object)
+    outcome = names[np.where(wl.att_outcome < 0, len(schemas.ATTEMPT_OUTCOMES), wl.att_outcome)]
+    minutes = wl.att_dur_us / US_PER_MIN
+    per_job = [slice(a, b) for a, b in zip(wl.att_ptr[:-1], wl.att_ptr[1:], strict=True)]
     vc_names = np.array([*wl.vc_names, None], dtype=object)
     users = np.array([*wl.user_names, None], dtype=object)
     frame = pd.DataFrame(
@@ -99,6 +107,8 @@ def offline_frame(wl: Workload) -> tuple[pd.DataFrame, int]:
             "num_gpus": wl.num_gpus,
             "vc": vc_names[np.where(wl.vc < 0, len(wl.vc_names), wl.vc)],
             "user": users[np.where(wl.user < 0, len(wl.user_names), wl.user)],
+            "attempts_work": [minutes[s].tolist() for s in per_job],
+            "attempts_outcome": [outcome[s].tolist() for s in per_job],
         }
     )
     return frame, origin
@@ -148,30 +158,50 @@ def gpu_locations(
 
 
 def to_tables(
-    res: SharingResult, origin_us: int, cluster: Cluster | None
+    res: SharingResult,
+    origin_us: int,
+    cluster: Cluster | None,
+    input_flags: dict[str, list[str]] | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table]:
-    """Canonical (jobs, attempts, placements, machines) of a sharing schedule."""
+    """Canonical (jobs, attempts, placements, machines) of a sharing schedule;
+    ``input_flags``: the input jobs' flags by job id, written back with them."""
+    from philly_analyze.sim.result import STATUS_OF_OUTCOME
+
     jt, att = res.jobs, res.attempts.sort_values(["job", "attempt_idx"]).reset_index(drop=True)
     n = len(jt)
     done = jt["end_min"].notna().to_numpy()
+    # A job that ended has the outcome of its last attempt (its observed last outcome).
+    last = att.groupby("job").tail(1).set_index("job")["outcome"]
+    status = np.array([None] * n, dtype=object)
+    for j in np.flatnonzero(done):
+        status[j] = STATUS_OF_OUTCOME.get(last.get(j))
     jobs = schemas.conform(
         "jobs",
         {
             "job_id": pa.array(jt["job_id"].astype(str), pa.string()),
             "vc": pa.array(jt["vc"], pa.string()),
             "user_id": pa.array(jt["user"], pa.string()),
-            "status": pa.array(np.where(done, "passed", None), pa.string()),
+            "status": pa.array(status, pa.string()),
             "submit_time": _ts(origin_us + np.round(jt["submit_min"].to_numpy() * US_PER_MIN)),
             "num_gpus": pa.array(jt["num_gpus"], pa.int32()),
-            "flags": pa.array([None if d else ["unfinished"] for d in done], pa.list_(pa.string())),
+            "flags": pa.array(
+                [
+                    [*(input_flags or {}).get(jid, []), *([] if d else ["unfinished"])] or None
+                    for jid, d in zip(jt["job_id"].astype(str), done, strict=True)
+                ],
+                pa.list_(pa.string()),
+            ),
             "source": pa.array([SOURCE] * n, pa.string()),
         },
     )
     start = origin_us + np.round(att["start_min"].to_numpy(float) * US_PER_MIN).astype(np.int64)
     end = origin_us + np.round(att["end_min"].to_numpy(float) * US_PER_MIN).astype(np.int64)
-    outcome = att["outcome"].to_numpy(object)
+    # Unknown outcomes may come back as NaN (pandas' string dtype): None again.
+    outcome = np.array([None if pd.isna(o) else o for o in att["outcome"]], dtype=object)
     running = outcome == "running"
-    canon = np.where(outcome == "passed", "passed", np.where(running, "running", "killed"))
+    # Evictions are killed attempts; the observed outcomes (passed, failed, killed, unknown)
+    # and ``running`` at the horizon stay as they are.
+    canon = np.where(np.isin(outcome, EVICTION_REASONS), "killed", outcome)
     machine_of, idx_of, machines = gpu_locations(res, cluster)
     sizes = np.fromiter((len(g) for g in att["gpus"]), np.int64, len(att))
     flat = np.fromiter((g for gs in att["gpus"] for g in gs), np.int64, int(sizes.sum()))
@@ -228,7 +258,7 @@ def replay_metrics(res: SharingResult) -> tuple[dict[str, Any], list[dict[str, A
         "jobs": len(ran),
         "jobs_unscheduled": int(len(jt) - len(ran)),
         "attempts": len(att),
-        "preemptions": int((~att["outcome"].isin(["passed", "running"])).sum()),
+        "preemptions": int(att["outcome"].isin(EVICTION_REASONS).sum()),
         "jct_mean_s": float(jct.mean()) if len(jct) else float("nan"),
         "jct_p50_s": pct(jct, 50),
         "jct_p95_s": pct(jct, 95),
@@ -289,7 +319,15 @@ class SharingPolicy(Policy):
             jobs, origin = offline_frame(workload)
             minutes = params["minutes"]
         res = simulate_sharing(jobs, cfg, self.name, seed=seed, minutes=minutes)
-        jt, at, pl, machines = to_tables(res, origin, None if paper else cluster)
+        if len(res.jobs) < len(jobs):  # prepare_offline keeps jobs with work and GPUs only
+            notes.append(
+                f"{len(jobs) - len(res.jobs):,} jobs without work (zero duration) not replayed"
+            )
+        # ``flags`` is empty for workloads built without them (scenarios, from_columns).
+        flags = {
+            str(j): list(f) for j, f in zip(workload.job_ids, workload.flags, strict=False) if f
+        }
+        jt, at, pl, machines = to_tables(res, origin, None if paper else cluster, flags)
         metrics, per_vc = replay_metrics(res)
         metrics.update({k: v for k, v in res.metrics.items() if k != "policy"})
         if paper:

@@ -150,8 +150,10 @@ class SharingResult(SharingOutput):
     """Outcome of ``simulate_sharing``: a ``SharingOutput`` plus the schedule.
 
     ``jobs``: one row per offline job (minutes from the origin; NaN if it never started/ended).
-    ``attempts``: one row per placement of a job: start, end, outcome (``passed``, an eviction
-    reason, or ``running`` at the horizon), kind (``shared``/``ordinary``), global GPU ids
+    ``attempts``: one row per placement of a job: start, end, outcome (the observed outcome of
+    the attempt whose work it finished: ``passed``, ``failed`` (retried), ``killed``, None if
+    unknown; an eviction reason; or ``running`` at the horizon), kind
+    (``shared``/``ordinary``), global GPU ids
     (online GPUs are ``0..online_gpus-1``, ordinary ones follow)."""
 
     jobs: pd.DataFrame

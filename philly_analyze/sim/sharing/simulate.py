@@ -140,7 +140,9 @@ def _result(sim: SharingSim, horizon: float) -> SharingResult:
         "outage_events": acc.outage_events,
         **job_metrics(jt, horizon),
         "offline_unrunnable": int((~sim.runnable).sum()),
-        "offline_work_gpu_hours": float((np.minimum(sim.j_done, jobs.work) * jobs.gpus).sum())
+        "offline_work_gpu_hours": float(
+            (np.minimum(sim.j_base + sim.j_done, jobs.work) * jobs.gpus).sum()
+        )
         / 60.0,
         "evictions": sum(acc.evictions.values()),
         **{f"evictions_{k}": v for k, v in acc.evictions.items()},

@@ -114,6 +114,20 @@ class OfflineJobs:
     sm: np.ndarray  # SM fraction a busy kernel occupies
     mem: np.ndarray  # GPU-memory fraction
     origin: pd.Timestamp | None = None  # wall-clock time of minute 0, if known
+    #: The job's observed attempts, in CSR form: attempt ``k`` of job ``j`` is
+    #: ``seg_ptr[j] + k``. ``seg_work``: its solo minutes; ``seg_outcome``: its outcome
+    #: (``passed``/``killed``/``failed``, None if unknown). A job runs its attempts in turn:
+    #: an attempt that is not the last ends with its outcome and the job queues again (a
+    #: retry), the last one ends the job with its outcome. Default: one attempt, passed.
+    seg_ptr: np.ndarray | None = None
+    seg_work: np.ndarray | None = None
+    seg_outcome: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.seg_ptr is None:
+            self.seg_ptr = np.arange(self.n + 1, dtype=np.int64)
+            self.seg_work = self.work.copy()
+            self.seg_outcome = np.full(self.n, "passed", dtype=object)
 
     @property
     def n(self) -> int:
@@ -133,7 +147,10 @@ def prepare_offline(
     ``num_gpus`` and ``duration`` (solo seconds) or ``work_minutes``; ``vc`` and ``user`` are
     optional. Each job gets a Gavel job type uniformly at random and profiles drawn from the
     ``[offline]`` distributions, unless the input carries them: ``job_type`` (Gavel type
-    index), ``util`` (solo busy fraction), ``sm`` (SM fraction), ``mem`` (memory fraction)."""
+    index), ``util`` (solo busy fraction), ``sm`` (SM fraction), ``mem`` (memory fraction).
+    Observed attempts (``OfflineJobs.seg_*``): ``attempts_work`` (a list of solo minutes per
+    job, summing to its work) and ``attempts_outcome`` (a list of outcomes); without them a
+    job is one attempt that passes."""
     df = pd.DataFrame(jobs) if not isinstance(jobs, pd.DataFrame) else jobs
     need = {"job_id", "num_gpus"}
     if not need <= set(df.columns):
@@ -169,6 +186,12 @@ def prepare_offline(
     if jtype.max(initial=0) >= n_types or jtype.min(initial=0) < 0:
         raise UserError(f"job_type must be in 0..{n_types - 1} (a Gavel job-type index)")
     mem = np.exp(rng.normal(np.log(off.mem_median), off.mem_sigma, n))
+    segments = _segments(df, ok, order) if "attempts_work" in df.columns else {}
+    if segments and n:  # the job's work is its attempts' (each at least 1e-3 minutes)
+        work = np.zeros(len(ok))
+        work[np.flatnonzero(ok)[order]] = np.add.reduceat(
+            segments["seg_work"], segments["seg_ptr"][:-1]
+        )
     return OfflineJobs(
         job_id=df["job_id"].astype(str).to_numpy(object)[ok][order],
         submit=submit[ok][order],
@@ -185,7 +208,28 @@ def prepare_offline(
         sm=given("sm", _beta(rng, off.sm_mean, off.sm_concentration, n)),
         mem=given("mem", np.minimum(mem, 0.9)),
         origin=origin,
+        **segments,
     )
+
+
+def _segments(df: pd.DataFrame, ok: np.ndarray, order: np.ndarray) -> dict[str, np.ndarray]:
+    """``seg_ptr``, ``seg_work``, ``seg_outcome`` of the kept jobs, in their sorted order."""
+    work = df["attempts_work"].to_numpy(object)[ok][order]
+    outcome = (
+        df["attempts_outcome"].to_numpy(object)[ok][order]
+        if "attempts_outcome" in df.columns
+        else [[None] * len(w) for w in work]
+    )
+    counts = np.fromiter((len(w) for w in work), np.int64, len(work))
+    if (counts < 1).any():
+        raise UserError("every offline job needs at least one attempt in attempts_work")
+    return {
+        "seg_ptr": np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        "seg_work": np.maximum(np.concatenate([np.asarray(w, float) for w in work]), 1e-3)
+        if len(work)
+        else np.zeros(0),
+        "seg_outcome": np.asarray([o for os_ in outcome for o in os_], dtype=object),
+    }
 
 
 def synthetic_offline(

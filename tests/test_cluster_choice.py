@@ -1,0 +1,128 @@
+"""Silent cluster changes (issue 13): hosts that only placements or utilization name are
+reported at ingest, and a replay uses the listed machines unless told otherwise.
+
+Hand-made published-format trace: the machine list names m1 (8 GPUs) and m2 (2 GPUs): 10 GPUs.
+The job log also places jobs on m9 (GPUs 0-3: 4 GPUs), and the GPU utilization file has m10
+with 2 GPUs reporting; neither is listed. Jobs: A 1 GPU on m9; B 4 GPUs on m1; C 12 GPUs on
+m1 (8) + m9 (4), more than the 10 listed GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from philly_analyze.cli import main
+from philly_analyze.sweep.inputs import read_inputs
+from tests.philly_files import (
+    attempt,
+    gpu_row,
+    job,
+    write_gpu_util,
+    write_job_log,
+    write_machine_list,
+)
+
+
+def _write(d: Path, *, machine_list: bool = True) -> Path:
+    d.mkdir(parents=True)
+    if machine_list:
+        write_machine_list(d / "cluster_machine_list", [("m1", 8, "24GB"), ("m2", 2, "12GB")])
+    t = "2017-10-02 10:{:02d}:00"
+    write_job_log(
+        d / "cluster_job_log",
+        [
+            job("A", t.format(0), [attempt(t.format(1), t.format(30), {"m9": [3]})]),
+            job("B", t.format(0), [attempt(t.format(2), t.format(40), {"m1": [0, 1, 2, 3]})]),
+            job(
+                "C",
+                t.format(0),
+                [attempt(t.format(3), t.format(50), {"m1": list(range(8)), "m9": [0, 1, 2, 3]})],
+            ),
+        ],
+    )
+    write_gpu_util(
+        d / "cluster_gpu_util", [gpu_row(f"{t.format(m)} PDT", "m10", ["5", "7"]) for m in range(3)]
+    )
+    return d
+
+
+def _ingest(d: Path, store: Path) -> dict:
+    r = CliRunner().invoke(main, ["ingest", str(d), "--store", str(store), "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("cluster")
+    s = tmp / "store"
+    doc = _ingest(_write(tmp / "trace"), s)
+    (s.parent / "notes.json").write_text(json.dumps(doc["notes"]))
+    return s
+
+
+def _replay(store: Path, *extra: str) -> dict:
+    r = CliRunner().invoke(
+        main, ["replay", "--store", str(store), "--format", "json", "-q", *extra]
+    )
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def test_ingest_says_which_hosts_are_not_listed(store: Path) -> None:
+    notes = json.loads((store.parent / "notes.json").read_text())
+    # m9 (max GPU index 3 in placements: 4 GPUs) and m10 (2 GPUs reporting utilization).
+    assert any(
+        n.startswith("2 hosts (6 GPUs) are not in the machine list") and "(m10, m9)" in n
+        for n in notes
+    ), notes
+
+
+def test_ingest_without_machine_list_says_where_the_cluster_came_from(tmp_path: Path) -> None:
+    doc = _ingest(_write(tmp_path / "trace", machine_list=False), tmp_path / "store")
+    # m1 (8, from placements), m10 (2, utilization), m9 (4, placements).
+    assert any(
+        n.startswith("no machine list: the cluster's 3 hosts (14 GPUs) are known only")
+        for n in doc["notes"]
+    ), doc["notes"]
+    # Without a machine list a replay uses every host (the only cluster there is).
+    res = _replay(tmp_path / "store")
+    assert res["cluster"] == {"machines": 3, "gpus": 14}
+    assert res["results"][0]["metrics"]["jobs"] == 3
+
+
+def test_replay_uses_the_listed_machines_by_default(store: Path) -> None:
+    res = _replay(store)
+    assert res["cluster"] == {"machines": 2, "gpus": 10}
+    (r,) = res["results"]
+    # A ran on m9 and is replayed on the listed machines; C needs 12 of the 10 GPUs: reported.
+    assert r["metrics"]["jobs"] == 2
+    notes = " | ".join(r["notes"])
+    assert "1 jobs need more GPUs than the cluster has (10) and were not replayed" in notes
+    assert "2 hosts (6 GPUs) not in the machine list are left out" in notes
+
+
+def test_replay_machines_all_adds_the_unlisted_hosts(store: Path) -> None:
+    res = _replay(store, "--machines", "all")
+    assert res["cluster"] == {"machines": 4, "gpus": 16}
+    assert res["results"][0]["metrics"]["jobs"] == 3
+    assert not any("not in the machine list" in n for n in res["results"][0]["notes"])
+
+
+def test_sweep_reads_the_same_choice(store: Path, tmp_path: Path) -> None:
+    assert read_inputs(store).cluster.total_gpus == 10
+    assert read_inputs(store, machines="all").cluster.total_gpus == 16
+    out = tmp_path / "sw"
+    r = CliRunner().invoke(
+        main,
+        [
+            "sweep", "--store", str(store), "--policy", "philly", "--machines", "all",
+            "--workers", "1", "--out", str(out), "-q", "--no-figures", "--format", "json",
+        ],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert json.loads((out / "sweep.json").read_text())["machines"] == "all"
