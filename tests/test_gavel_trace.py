@@ -89,11 +89,12 @@ def test_current_and_msr_layouts_with_hand_computed_durations(tmp_path: Path) ->
     assert out["rejected"] == 0
     got = durations(store)
     assert got == {
-        "now-1": (ORIGIN, 1, 1801.5, None, "now"),
-        "now-2": (ORIGIN + 120, 4, 100.0, None, "now"),
-        "now-3": (ORIGIN + 3600, 1, 2150.25, None, "now"),
-        "now-4": (ORIGIN + 7200, 1, None, ["no_throughput"], "now"),
-        "vc1-1": (ORIGIN + 30.5, 1, 250.0, None, "vc1"),
+        # A trace gives one run per job: its attempts are not recorded (attempts_unknown).
+        "now-1": (ORIGIN, 1, 1801.5, ["attempts_unknown"], "now"),
+        "now-2": (ORIGIN + 120, 4, 100.0, ["attempts_unknown"], "now"),
+        "now-3": (ORIGIN + 3600, 1, 2150.25, ["attempts_unknown"], "now"),
+        "now-4": (ORIGIN + 7200, 1, None, ["attempts_unknown", "no_throughput"], "now"),
+        "vc1-1": (ORIGIN + 30.5, 1, 250.0, ["attempts_unknown"], "vc1"),
     }
     notes = out["notes"]
     assert (
@@ -143,7 +144,7 @@ def test_nine_field_layout_and_bad_lines(tmp_path: Path) -> None:
     assert json.loads(r.stdout)["rejected"] == 3
     got = durations(tmp_path / "s")
     assert got["t-2"][1:3] == (1, 8857 / 11.0)
-    assert got["t-1"][2:4] == (None, ["no_throughput"])
+    assert got["t-1"][2:4] == (None, ["attempts_unknown", "no_throughput"])
     with Store(tmp_path / "s", read_only=True) as st:
         rej = st.con.execute("SELECT line_no, reason FROM rejects ORDER BY 1").fetchall()
     assert rej == [
