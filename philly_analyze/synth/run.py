@@ -271,6 +271,7 @@ def summarize(
             "mislisted_machines": int((hist.cluster.gpus != hist.cluster.listed_gpus).sum()),
         },
         "jobs": wl.num_jobs,
+        "carried_over_jobs": wl.carried,
         "attempts_started": len(hist.ra),
         "vc_quotas": hist.sched.quotas,
         "duration_scales": wl.scales,

@@ -36,7 +36,12 @@ class _EventPolicy(Policy):
     """Runs an engine from ``make_engine`` and turns its trace into a ``ReplayResult``."""
 
     def make_engine(
-        self, wl: Workload, cluster: Cluster, quotas: list[int] | None, params: Mapping[str, Any]
+        self,
+        wl: Workload,
+        cluster: Cluster,
+        quotas: list[int] | None,
+        params: Mapping[str, Any],
+        seed: int = 0,
     ) -> BaseEngine:
         raise NotImplementedError
 
@@ -50,7 +55,7 @@ class _EventPolicy(Policy):
     ) -> ReplayResult:
         qv = quota_vector(workload, quotas) if self.uses_quotas else None
         t0 = time.perf_counter()
-        trace = self.make_engine(workload, cluster, qv, params).run()
+        trace = self.make_engine(workload, cluster, qv, params, seed).run()
         secs = time.perf_counter() - t0
         notes = list(workload.notes)
         if trace.unscheduled:
@@ -71,10 +76,27 @@ class EnginePolicy(_EventPolicy):
     def engine_config(self, params: Mapping[str, Any], quotas: list[int] | None) -> EngineConfig:
         raise NotImplementedError
 
+    def tune(
+        self,
+        cfg: EngineConfig,
+        wl: Workload,
+        cluster: Cluster,
+        params: Mapping[str, Any],
+        seed: int,
+    ) -> None:
+        """Settings that depend on the workload, the cluster or the seed (per-job values, caps
+        in GPUs); none by default."""
+
     def make_engine(
-        self, wl: Workload, cluster: Cluster, quotas: list[int] | None, params: Mapping[str, Any]
+        self,
+        wl: Workload,
+        cluster: Cluster,
+        quotas: list[int] | None,
+        params: Mapping[str, Any],
+        seed: int = 0,
     ) -> BaseEngine:
         cfg = self.engine_config(params, quotas)
+        self.tune(cfg, wl, cluster, params, seed)
         cfg.max_retries = params["max_retries"]
         cfg.retry_delay_us = round(params["retry_delay_s"] * US)
         return QueueEngine(wl, FreeState(cluster), cfg, slowdown_model(cluster, params))
@@ -89,7 +111,12 @@ class PreemptivePolicy(_EventPolicy):
         raise NotImplementedError
 
     def make_engine(
-        self, wl: Workload, cluster: Cluster, quotas: list[int] | None, params: Mapping[str, Any]
+        self,
+        wl: Workload,
+        cluster: Cluster,
+        quotas: list[int] | None,
+        params: Mapping[str, Any],
+        seed: int = 0,
     ) -> BaseEngine:
         cfg = self.config(params)
         cfg.max_retries = params["max_retries"]
