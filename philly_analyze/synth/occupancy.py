@@ -113,7 +113,7 @@ def plot(real: pd.Series, synth: pd.Series, path: Path, synth_label: str = "synt
     axes[2].set_title("Day by day")
     for ax in axes:
         ax.grid(alpha=0.3)
-    axes[0].legend(loc="upper left")
+    axes[0].legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -133,7 +133,9 @@ def main(argv: list[str]) -> int:
     synth = from_ground_truth(truth)
     print(f"real         {_fmt(summary(real))}")
     print(f"synthesized  {_fmt(summary(synth))}")
-    plot(real, synth, fig)
+    cfg = json.loads((truth / "manifest.json").read_text())["config"]
+    label = f"synthesized ({cfg['jobs']:,} jobs, {cfg['machines']} servers, seed {cfg['seed']})"
+    plot(real, synth, fig, label)
     return 0
 
 

@@ -4,14 +4,18 @@ Everything is vectorised with numpy and drawn from one ``numpy.random.Generator`
 seed gives the same workload. Times are integer seconds from the window start (local midnight
 of ``--start`` in the cluster's zone). The model (see ``calibration``):
 
-1. Arrivals: groups of jobs (single jobs, and hyper-parameter sweeps from one user with the same
-   VC and size) at times drawn from the Pollux hour-of-day x day-of-week profile over the window.
+1. Arrivals (``arrivals``): groups of jobs (single jobs, and sweeps from one user with the same
+   VC and size) with the real arrivals' group sizes, hour-of-week rate and day factors; VCs by
+   GPU bucket; a startup latency before the scheduler sees each job.
 2. Per job: final status from P(status | size); failed attempts (unsuccessful jobs fail every
    attempt, others fail first with a per-bucket probability), each with a Table 7 reason from a
    sticky Markov chain per job and a runtime to failure from that reason's quantiles.
-3. Final-attempt run times from the Pollux quantiles of the job's bucket, then three scale
-   factors (passed and killed final attempts, failed attempts) solved on the sampled jobs so
-   that the offered load and Table 6's GPU-time shares hold exactly before scheduling.
+3. Final-attempt run times from the Pollux quantiles of the job's bucket, a factor per VC for
+   its share of the GPU time, then three scale factors (passed and killed final attempts,
+   failed attempts) solved on the sampled jobs so that the offered load and Table 6's GPU-time
+   shares hold before scheduling.
+4. Warm start: jobs of a lead-in before the window still running at its start are carried
+   over (``_carry_over``).
 """
 
 from __future__ import annotations
@@ -123,7 +127,7 @@ def sample_workload(
     )
     d = cal.section("workload", "durations")
     cap = min(d["max_days"] * 86400.0, d["max_fraction_of_window"] * window.seconds)
-    full = _jobs(cal, cluster, arr, span, cap, rng)
+    full = _jobs(cal, cluster, arr, span, lead, cap, rng)
     return _carry_over(cal, full, lead, num_jobs, rng)
 
 
@@ -132,6 +136,7 @@ def _jobs(
     cluster: SynthCluster,
     arr: Arrivals,
     span: int,
+    lead: int,
     cap: float,
     rng: np.random.Generator,
 ) -> Workload:
@@ -175,7 +180,7 @@ def _jobs(
     held = rng.random(num_jobs) < canc["withdrawn_share"]
     raw[fin] *= _vc_factors(cal, raw, att_job, gpus, vc, fin, ~held)[vc[att_job[fin]]]
     duration, scales = _scale_durations(
-        cal, cluster, span, cap, raw, att_job, outcome, gpus, status, submit, ~held
+        cal, cluster, span, cap, raw, att_job, outcome, gpus, status, submit, ~held, lead
     )
     impatient = rng.random(num_jobs) < canc["impatient_share"]
     pat = np.exp(
@@ -362,6 +367,7 @@ def _scale_durations(
     status: np.ndarray,
     submit: np.ndarray,
     runs: np.ndarray,
+    window_from: int = 0,
 ) -> tuple[np.ndarray, dict[str, float]]:
     """Scale raw run times so the offered GPU time is the target load and Table 6's GPU-time
     shares hold among the jobs that will finish inside the window.
@@ -369,8 +375,9 @@ def _scale_durations(
     Three factors: passed final attempts, killed final attempts, failed attempts (all jobs).
     Jobs that cannot finish in the window (their run time from submission passes its end) are
     left out of the shares, as an analysis of the output must leave them out (long killed jobs
-    would otherwise be under-represented). Solved by damped fixed-point iteration; ``runs``
-    masks the jobs that will be scheduled at all."""
+    would otherwise be under-represented); so are the lead-in's jobs (submitted before
+    ``window_from``: only the few still running at the window's start are kept, cut). Solved by
+    damped fixed-point iteration; ``runs`` masks the jobs that will be scheduled at all."""
     d = cal.section("workload", "durations")
     share = cal.section("status", "gpu_time_pct")
     s = np.array([share["passed"], share["killed"], share["unsuccessful"]]) / 100.0
@@ -394,7 +401,7 @@ def _scale_durations(
         f *= target / max(gt.sum(), 1e-9)
         dur = durations(f)
         finish = submit + np.bincount(att_job, weights=dur, minlength=len(submit))
-        done = (finish <= seconds)[att_job] & live
+        done = ((finish <= seconds) & (submit >= window_from))[att_job] & live
         by_status = np.bincount(jst[done], weights=(n * dur)[done], minlength=3)
         if (by_status <= 0).any():
             break

@@ -33,7 +33,20 @@ def slowdown_model(cluster: Cluster, params: Mapping[str, Any]) -> SlowdownModel
 
 
 class _EventPolicy(Policy):
-    """Runs an engine from ``make_engine`` and turns its trace into a ``ReplayResult``."""
+    """Runs an engine (``engine_class`` built with ``build_config``) and turns its trace into a
+    ``ReplayResult``."""
+
+    engine_class: type[BaseEngine]
+
+    def build_config(
+        self,
+        wl: Workload,
+        cluster: Cluster,
+        quotas: list[int] | None,
+        params: Mapping[str, Any],
+        seed: int,
+    ) -> EngineConfig | PreemptConfig:
+        raise NotImplementedError
 
     def make_engine(
         self,
@@ -43,7 +56,11 @@ class _EventPolicy(Policy):
         params: Mapping[str, Any],
         seed: int = 0,
     ) -> BaseEngine:
-        raise NotImplementedError
+        cfg = self.build_config(wl, cluster, quotas, params, seed)
+        cfg.max_retries = params["max_retries"]
+        cfg.retry_delay_us = round(params["retry_delay_s"] * US)
+        engine: Any = self.engine_class
+        return engine(wl, FreeState(cluster), cfg, slowdown_model(cluster, params))
 
     def simulate(
         self,
@@ -71,7 +88,10 @@ class _EventPolicy(Policy):
 
 
 class EnginePolicy(_EventPolicy):
-    """Base of queue-engine policies: implement ``engine_config``."""
+    """Base of queue-engine policies: implement ``engine_config`` (and ``tune`` for settings
+    that depend on the workload, the cluster or the seed)."""
+
+    engine_class = QueueEngine
 
     def engine_config(self, params: Mapping[str, Any], quotas: list[int] | None) -> EngineConfig:
         raise NotImplementedError
@@ -84,41 +104,36 @@ class EnginePolicy(_EventPolicy):
         params: Mapping[str, Any],
         seed: int,
     ) -> None:
-        """Settings that depend on the workload, the cluster or the seed (per-job values, caps
-        in GPUs); none by default."""
+        """Per-job values or caps in GPUs; none by default."""
 
-    def make_engine(
+    def build_config(
         self,
         wl: Workload,
         cluster: Cluster,
         quotas: list[int] | None,
         params: Mapping[str, Any],
-        seed: int = 0,
-    ) -> BaseEngine:
+        seed: int,
+    ) -> EngineConfig:
         cfg = self.engine_config(params, quotas)
         self.tune(cfg, wl, cluster, params, seed)
-        cfg.max_retries = params["max_retries"]
-        cfg.retry_delay_us = round(params["retry_delay_s"] * US)
-        return QueueEngine(wl, FreeState(cluster), cfg, slowdown_model(cluster, params))
+        return cfg
 
 
 class PreemptivePolicy(_EventPolicy):
     """Base of preemptive policies (no quotas): implement ``config``."""
 
     uses_quotas = False
+    engine_class = PreemptiveEngine
 
     def config(self, params: Mapping[str, Any]) -> PreemptConfig:
         raise NotImplementedError
 
-    def make_engine(
+    def build_config(
         self,
         wl: Workload,
         cluster: Cluster,
         quotas: list[int] | None,
         params: Mapping[str, Any],
-        seed: int = 0,
-    ) -> BaseEngine:
-        cfg = self.config(params)
-        cfg.max_retries = params["max_retries"]
-        cfg.retry_delay_us = round(params["retry_delay_s"] * US)
-        return PreemptiveEngine(wl, FreeState(cluster), cfg, slowdown_model(cluster, params))
+        seed: int,
+    ) -> PreemptConfig:
+        return self.config(params)

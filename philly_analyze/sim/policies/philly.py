@@ -42,7 +42,7 @@ BORROW_LIMIT = Param(
     float,
     1.0,
     "most GPUs a VC may hold beyond its quota when borrowing, as a share of the cluster's GPUs "
-    "(1: any idle GPU)",
+    "(at least one server's when above 0; 1: any idle GPU)",
     0,
 )
 
@@ -99,8 +99,11 @@ class Philly(EnginePolicy):
         params: Mapping[str, Any],
         seed: int,
     ) -> None:
-        if cfg.quotas is not None and params["borrow_limit"] < 1.0:
-            extra = int(params["borrow_limit"] * cluster.total_gpus)
+        lim = params["borrow_limit"]
+        if cfg.quotas is not None and lim < 1.0:
+            extra = int(lim * cluster.total_gpus)
+            if lim > 0:  # at least one server's GPUs, so a small cluster can still lend
+                extra = max(extra, cluster.largest)
             cfg.borrow_cap = [q + extra for q in cfg.quotas]
         cfg.locality_wait_by_job = job_locality_waits(
             wl, self._wait(params), float(params.get("locality_wait_spread", 0.0)), seed
