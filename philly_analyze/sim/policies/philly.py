@@ -8,7 +8,7 @@ sharing, no preemption.
 
 The locality wait is not one timer for every job: a job's wait is drawn once per job, log-normal
 with median ``locality_wait_min`` and log standard deviation ``locality_wait_spread`` (0: the
-same timer for all). Real waits are not a single timer (YARN relaxes locality after a number of
+same timer for all, the default). Real waits are not a single timer (YARN relaxes locality after a number of
 missed scheduling opportunities, which depends on how busy the servers are, and users state
 their own placement preferences), and a single timer puts a cliff at exactly that wait in the
 delay distribution (Figure 3). The draw uses the replay's seed, so a run is reproducible.
@@ -30,11 +30,11 @@ from philly_analyze.sim.workload import Workload
 #: Default locality wait: Philly relaxed locality only after jobs had waited a while; the paper
 #: gives no number, so this is a round figure (configurable).
 DEFAULT_LOCALITY_WAIT_MIN = 10.0
-#: Default spread of the per-job locality wait (log standard deviation): with 0.5, half of the
-#: jobs relax between 7 and 14 minutes and 90% between 4.4 and 23 minutes. A modelling choice
-#: (the paper gives no distribution) that removes the single-timer cliff while keeping the
-#: median; 0 restores one timer.
-DEFAULT_LOCALITY_WAIT_SPREAD = 0.5
+#: Default spread of the per-job locality wait (log standard deviation): 0, one timer for every
+#: job, so a replay stays a deterministic function of its input unless asked otherwise. The
+#: synthesizer uses 0.5 (half of the jobs relax between 7 and 14 minutes, 90% between 4.4 and
+#: 23 minutes: no cliff at one timer, same median); the paper gives no distribution.
+DEFAULT_LOCALITY_WAIT_SPREAD = 0.0
 
 BORROW = Param("borrow", bool, True, "VCs beyond their quota may use idle GPUs")
 BORROW_LIMIT = Param(
