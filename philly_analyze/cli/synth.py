@@ -42,7 +42,7 @@ def _date(value: str) -> str:
 Examples:
   philly-analyze synth --out synth-out --jobs 2000 --machines 64 --days 7
   philly-analyze synth --out big --jobs 117325 --machines 552 --days 75 --formats philly
-  philly-analyze synth --out s --jobs 300 --machines 8 --days 2 --start 2017-11-04 --seed 7
+  philly-analyze synth --out s --jobs 300 --machines 8 --days 2 --start 2017-11-04 --seed 1
   philly-analyze synth --out jobs --jobs 20000 --machines 150 --days 14 --formats philly-jobs
   philly-analyze ingest synth-out --store synth-store
 """,
