@@ -1,7 +1,12 @@
 """A brute-force reference simulator, written from the rules in sim/engine.py's docstring
 without its data structures (per-demand classes, free-GPU buckets, pass skipping, fast
 path): every event time rescans every pending attempt and decides placements from numpy
-arrays with ``locality.fits_strict``. The fast engine must agree event for event."""
+arrays with ``locality.fits_strict``. The fast engine must agree event for event.
+
+The rules it follows: per VC, attempts in (ready, sequence) order; an attempt that cannot
+start (quota or placement) holds back the later attempts of the same GPU demand in that VC
+for the rest of the phase (first come, first served per demand); relaxed placement once the
+attempt's own job has waited its locality wait; borrowing up to the VC's cap."""
 
 from __future__ import annotations
 
@@ -81,17 +86,17 @@ def reference(wl: Workload, cluster: Cluster, cfg: EngineConfig, model: Slowdown
         else min(int(ptr[j + 1] - ptr[j] - 1), cfg.max_retries)
         for j in range(N)
     ]
-    wait = cfg.locality_wait_us
+    waits = cfg.locality_wait_by_job or [cfg.locality_wait_us] * N
     timeouts: list[int] = []
 
-    def try_start(p, now, check_quota):
+    def try_start(p, now, limit):
         nonlocal counter
         j = p["j"]
         n = int(wl.num_gpus[j])
         v = vc[j]
-        if check_quota and used.get(v, 0) + n > cfg.quotas[v]:
+        if limit is not None and used.get(v, 0) + n > limit[v]:
             return "quota"
-        pl = ref_place(free, size, rack, free_gpus, n, now >= p["ready"] + wait)
+        pl = ref_place(free, size, rack, free_gpus, n, now >= p["ready"] + waits[j])
         if pl is None:
             return "place"
         intr = int(wl.att_dur_us[ptr[j] + p["k"]])
@@ -125,25 +130,40 @@ def reference(wl: Workload, cluster: Cluster, cfg: EngineConfig, model: Slowdown
             j = arrivals.pop(0)
             pending.append({"ready": now, "seq": j, "j": j, "k": 0})
         if cfg.quotas is None:
+            held: set[int] = set()
             for p in sorted(pending, key=lambda p: (p["ready"], p["seq"])):
-                r = try_start(p, now, False)
-                if r != "started" and cfg.hol_blocking:
-                    break
+                n = int(wl.num_gpus[p["j"]])
+                if n in held:
+                    continue
+                r = try_start(p, now, None)
+                if r != "started":
+                    if cfg.hol_blocking:
+                        break
+                    held.add(n)
         else:
             q = cfg.quotas
-            for phase in (True, False) if cfg.borrow else (True,):
+            phases = [q]
+            if cfg.borrow:
+                phases.append(cfg.borrow_cap)
+            for limit in phases:
                 vcs = sorted(
                     {vc[p["j"]] for p in pending},
                     key=lambda v: (used.get(v, 0) / q[v] if q[v] else float(1 << 62), v),
                 )
                 for v in vcs:
+                    held = set()
                     for p in sorted(
                         [p for p in pending if vc[p["j"]] == v],
                         key=lambda p: (p["ready"], p["seq"]),
                     ):
-                        try_start(p, now, phase)
-        if wait > 0:
-            timeouts += [p["ready"] + wait for p in pending if p["ready"] + wait > now]
+                        n = int(wl.num_gpus[p["j"]])
+                        if n not in held and try_start(p, now, limit) != "started":
+                            held.add(n)
+        timeouts += [
+            p["ready"] + waits[p["j"]]
+            for p in pending
+            if waits[p["j"]] > 0 and p["ready"] + waits[p["j"]] > now
+        ]
     return sorted(out, key=lambda r: (r[3], r[0], r[1]))
 
 
@@ -188,13 +208,22 @@ def scenario(draw):
     mode = draw(st.sampled_from(["philly", "philly_noborrow", "fifo", "fifo_backfill", "relaxed"]))
     wait = 0 if mode == "relaxed" else draw(st.sampled_from([0, 5, 20])) * 1_000_000
     quotas = None
+    cap = None
+    per_job = None
     if mode.startswith("philly") or mode == "relaxed":
         quotas = [draw(st.integers(0, total)) for _ in wl.vc_names]
+        if draw(st.booleans()):
+            extra = draw(st.integers(0, total))
+            cap = [q + extra for q in quotas]
+        if mode != "relaxed" and draw(st.booleans()):
+            per_job = [draw(st.integers(0, 40)) * 1_000_000 for _ in range(nj)]
     cfg = EngineConfig(
         quotas=quotas,
         borrow=mode != "philly_noborrow",
+        borrow_cap=cap,
         hol_blocking=mode == "fifo",
         locality_wait_us=wait,
+        locality_wait_by_job=per_job,
         max_retries=draw(st.sampled_from([None, 0, 1])),
     )
     model = SlowdownModel(cluster.largest, enabled=draw(st.booleans()), rack_slowdown=1.5)
@@ -225,4 +254,10 @@ def test_reference_agrees_on_a_busy_workload():
     model = SlowdownModel(cluster.largest)
     got = fast(wl, cluster, cfg, model)
     assert sum(1 for r in got if r[3] > r[2]) > 100  # it really queued
+    assert got == reference(wl, cluster, cfg, model)
+    # Per-job locality waits (0 to 20 minutes) and a borrowing cap of 6 GPUs beyond quota.
+    cfg.locality_wait_by_job = (rng.integers(0, 1200, n) * 1_000_000).tolist()
+    cfg.borrow_cap = [26, 26, 20]
+    got = fast(wl, cluster, cfg, model)
+    assert sum(1 for r in got if r[3] > r[2]) > 100
     assert got == reference(wl, cluster, cfg, model)

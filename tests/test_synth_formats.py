@@ -162,7 +162,13 @@ def test_ingested_trace_matches_ground_truth(synth_out: Path, synth_store: Path)
     status_of = dict(zip(tj.job_id, tj.status, strict=True))
     tout[running] = [LAST_OUTCOME[status_of[j]] for j in ta.job_id[running]]
     assert running.any()
-    assert (att.outcome.to_numpy() == tout).all()
+    # A failed attempt whose retry was still queued at the window's end is the last one the
+    # published format lists: it reads as the job's final status (the format cannot say that
+    # a retry was pending). Every other outcome is exact.
+    differ = att.outcome.to_numpy() != tout
+    last = ta.attempt_idx.to_numpy() == ta.job_id.map(tj.set_index("job_id").num_attempts) - 1
+    pending = ta.job_id.map(tj.set_index("job_id").censored).to_numpy() & (tout == "failed")
+    assert not (differ & ~(last.to_numpy() & pending)).any()
     tp = (
         _truth(synth_out, "placements")
         .sort_values(["job_id", "attempt_idx", "machine_id", "gpu_idx"])

@@ -42,7 +42,8 @@ def _date(value: str) -> str:
 Examples:
   philly-analyze synth --out synth-out --jobs 500 --machines 16 --days 3
   philly-analyze synth --out big --jobs 117325 --machines 552 --days 75 --formats philly  # needs: 9 GB of disk
-  philly-analyze synth --out s --jobs 300 --machines 8 --days 2 --start 2017-11-04 --seed 7
+  philly-analyze synth --out s --jobs 300 --machines 8 --days 2 --start 2017-11-04 --seed 1
+  philly-analyze synth --out jobs --jobs 20000 --machines 150 --days 14 --formats philly-jobs
   philly-analyze ingest synth-out --store synth-store
 """,
 )
@@ -77,7 +78,8 @@ Examples:
     default="philly,yarn,framework,ganglia",
     show_default=True,
     help="Comma-separated outputs: philly (the five published-trace files), yarn (RM logs), "
-    "framework (per-attempt logs), ganglia (metric exports). Ground truth is always written.",
+    "framework (per-attempt logs), ganglia (metric exports), philly-jobs (only the published "
+    "job log and machine list, without the per-minute files). Ground truth is always written.",
 )
 @click.option(
     "--start",

@@ -8,10 +8,13 @@ timestamp are applied, then one scheduling pass runs. The pass (the reference si
 
 1. VCs in order of used/quota (ties: VC index). In each VC, pending attempts in order of
    (ready time, sequence); each starts if the VC stays within its quota and a placement is
-   free: strict locality, or relaxed once it has waited ``locality_wait``. Without quotas
-   (fifo) there is one queue.
+   free: strict locality, or relaxed once it has waited its job's ``locality_wait`` (one
+   value for every job, or one per job). Attempts of one VC and one GPU demand are served
+   first come, first served: once one cannot start in a pass, the later ones of that class
+   wait too (with per-job waits, a later attempt whose own wait is over does not overtake the
+   class's head). Without quotas (fifo) there is one queue.
 2. If borrowing is allowed, the same again (order recomputed) without the quota check: idle
-   GPUs go to VCs beyond their quota.
+   GPUs go to VCs beyond their quota, up to each VC's borrowing cap when there is one.
 With head-of-line blocking (fifo) the pass stops at the first attempt that cannot be placed.
 
 Speed: attempts of one VC and one GPU demand form a FIFO class. Within a pass, once a class's
@@ -43,9 +46,13 @@ class EngineConfig:
     #: GPUs guaranteed per VC index; None = no quotas (one queue, fifo).
     quotas: list[int] | None
     borrow: bool = True
+    #: Most GPUs each VC index may hold while borrowing (None: every idle GPU).
+    borrow_cap: list[int] | None = None
     hol_blocking: bool = False
     #: Microseconds an attempt waits for a strict placement before relaxed placement is allowed.
     locality_wait_us: int = 0
+    #: The same per job index (overrides ``locality_wait_us``), e.g. drawn around a median.
+    locality_wait_by_job: list[int] | None = None
     #: Retries allowed after the first attempt (None: as many as the data has).
     max_retries: int | None = None
     retry_delay_us: int = 0
@@ -128,6 +135,9 @@ class QueueEngine(BaseEngine):
         nvc = (max(self.vc) + 1) if len(wl) else 1
         self.quota = list(cfg.quotas) + [0] * (nvc - len(cfg.quotas)) if cfg.quotas else None
         self.used = [0] * nvc
+        self.cap = (
+            list(cfg.borrow_cap) + [0] * (nvc - len(cfg.borrow_cap)) if cfg.borrow_cap else None
+        )
         #: Smallest pending demand per VC (INF when its queue is empty).
         self.vc_min = [INF] * nvc
         #: pending[v][n]: deque of (ready, seq, job, attempt); empty deques are removed.
@@ -140,6 +150,9 @@ class QueueEngine(BaseEngine):
         self.rack = fs.rack
         #: Index of the attempt of each job that started last (-1: none yet).
         self.started = [-1] * len(wl)
+        #: Locality wait of each job (us).
+        lw = cfg.locality_wait_by_job
+        self.jwait = list(lw) if lw is not None else [cfg.locality_wait_us] * len(wl)
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> Trace:
@@ -148,7 +161,7 @@ class QueueEngine(BaseEngine):
         heap = self.heap
         ai = 0
         inf = 1 << 62
-        wait = self.cfg.locality_wait_us
+        jwait = self.jwait
         while ai < nj or heap:
             t_arr = submit[ai] if ai < nj else inf
             now = heap[0][0] if heap and heap[0][0] < t_arr else t_arr
@@ -174,12 +187,13 @@ class QueueEngine(BaseEngine):
                 n = self.gpus[j]
                 quota = self.quota
                 pl = None
+                v = self.vc[j]
                 if (
                     quota is None
-                    or self.cfg.borrow
-                    or self.used[self.vc[j]] + n <= quota[self.vc[j]]
+                    or (self.cfg.borrow and (self.cap is None or self.used[v] + n <= self.cap[v]))
+                    or self.used[v] + n <= quota[v]
                 ):
-                    pl = self.fs.place(n, wait <= 0)
+                    pl = self.fs.place(n, jwait[j] <= 0)
                 if pl is not None:
                     self._start(item, pl, now)
                 else:
@@ -192,13 +206,13 @@ class QueueEngine(BaseEngine):
                 touched = True
             if touched and self.npending and self.fs.free_total >= min(self.pending_by_n):
                 self._pass(now)
-            if ready and wait > 0:
+            if ready:
                 # Locality timeouts only for attempts the pass could not start.
                 started = self.started
                 for r, _, j, k in ready:
-                    if started[j] != k:
+                    if started[j] != k and jwait[j] > 0:
                         self.seq += 1
-                        heapq.heappush(heap, (r + wait, TIMEOUT, self.seq, j, k))
+                        heapq.heappush(heap, (r + jwait[j], TIMEOUT, self.seq, j, k))
         for v in self.pending:
             for q in v.values():
                 self.trace.unscheduled.extend(item[2] for item in q)
@@ -285,7 +299,7 @@ class QueueEngine(BaseEngine):
             order.sort()
         for _, v in order:
             if vmin[v] <= fs.free_total:
-                self._serve(v, now, None, blocked)
+                self._serve(v, now, self.cap, blocked)
                 if fs.free_total == 0:
                     return
 
@@ -297,7 +311,7 @@ class QueueEngine(BaseEngine):
         attempt that cannot start."""
         fs = self.fs
         classes = self.pending[v]
-        wait = self.cfg.locality_wait_us
+        jwait = self.jwait
         hol = self.cfg.hol_blocking
         limit = (1 << 62) if hol else fs.free_total
         over = False
@@ -312,7 +326,7 @@ class QueueEngine(BaseEngine):
             n
             for n in classes
             if n <= limit
-            and (hol or n < sfail or classes[n][0][0] + wait <= now)
+            and (hol or n < sfail or classes[n][0][0] + jwait[classes[n][0][2]] <= now)
             and (v, n) not in blocked
         ]
         while cand:
@@ -328,7 +342,7 @@ class QueueEngine(BaseEngine):
                     pl = fs.place_strict(n)
                     if pl is None:
                         self._sfail = n
-                if pl is None and now >= head[0] + wait:
+                if pl is None and now >= head[0] + jwait[head[2]]:
                     pl = fs.place_relaxed(n)
             if pl is None:
                 blocked.add((v, n))

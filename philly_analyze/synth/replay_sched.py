@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from philly_analyze.synth.cluster import SynthCluster
-from philly_analyze.synth.schedule import CAUSES, Schedule, offered_quotas
+from philly_analyze.synth.schedule import CAUSES, Schedule, vc_quotas
 from philly_analyze.synth.workload import A_FAILED, A_KILLED, A_PASSED, Workload
 
 _OUTCOMES = {A_PASSED: "passed", A_KILLED: "killed", A_FAILED: "failed"}
@@ -54,7 +54,7 @@ class ReplayScheduler:
         ]
         swl = SimWorkload.from_columns(
             ids,
-            (wl.submit[runs] * US).tolist(),
+            ((wl.submit[runs] + wl.startup[runs]) * US).tolist(),
             [wl.vc_names[v] for v in wl.vc[runs]],
             wl.gpus[runs].tolist(),
             durs,
@@ -64,7 +64,7 @@ class ReplayScheduler:
         scl = Cluster.build(
             list(cluster.machine_ids), cluster.gpus.tolist(), [f"r{r}" for r in cluster.rack]
         )
-        quotas = offered_quotas(wl, cluster)
+        quotas = vc_quotas(wl, cluster)
         res = simulate(swl, scl, "philly", quotas, self.params, seed)
         return _to_schedule(res, wl, cluster, quotas, self.name)
 

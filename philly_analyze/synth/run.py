@@ -39,7 +39,9 @@ from philly_analyze.synth.workload import Window, sample_workload
 from philly_analyze.timeutil import DEFAULT_TIMEZONE
 from philly_analyze.vcquota import STORE_QUOTA_FILE, write_quotas
 
-FORMATS = ("philly", "yarn", "framework", "ganglia")
+FORMATS = ("philly", "yarn", "framework", "ganglia", "philly-jobs")
+#: What ``--formats`` writes by default (philly-jobs is part of philly).
+DEFAULT_FORMATS = FORMATS[:4]
 #: Everything ``synthesize`` may create directly under ``out`` (``--force`` removes only these).
 OUTPUT_NAMES = (*render_philly.FILES, "yarn", "framework", "ganglia", "ground_truth")
 
@@ -54,7 +56,7 @@ class SynthConfig:
     machines: int = 552
     days: float = 7.0
     seed: int = 0
-    formats: tuple[str, ...] = FORMATS
+    formats: tuple[str, ...] = DEFAULT_FORMATS
     start: str = "2017-10-03"
     timezone: str = DEFAULT_TIMEZONE
     workers: int = 2
@@ -100,7 +102,8 @@ def synthesize(out: Path, config: SynthConfig, progress: Progress | None = None)
     out.mkdir(parents=True, exist_ok=True)
     say("writing ground truth")
     res.files["ground_truth"] = truth.write_truth(out / "ground_truth", cal, hist)
-    if "philly" in config.formats:
+    jobs_only = "philly-jobs" in config.formats and "philly" not in config.formats
+    if "philly" in config.formats or jobs_only:
         say("writing the job log and machine list")
         render_philly.write_machine_list(out / "cluster_machine_list", hist)
         render_philly.write_job_log(out / "cluster_job_log", hist, clock, rngs[4])
@@ -120,6 +123,8 @@ def synthesize(out: Path, config: SynthConfig, progress: Progress | None = None)
             )
     if "philly" in config.formats:
         res.files["philly"] = [out / f for f in render_philly.FILES]
+    elif jobs_only:
+        res.files["philly"] = [out / f for f in render_philly.FILES[:2]]
     if "yarn" in config.formats:
         from philly_analyze.synth import render_yarn
 
@@ -271,6 +276,7 @@ def summarize(
             "mislisted_machines": int((hist.cluster.gpus != hist.cluster.listed_gpus).sum()),
         },
         "jobs": wl.num_jobs,
+        "carried_over_jobs": wl.carried,
         "attempts_started": len(hist.ra),
         "vc_quotas": hist.sched.quotas,
         "duration_scales": wl.scales,

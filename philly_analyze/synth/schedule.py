@@ -91,14 +91,13 @@ class Scheduler(Protocol):
     def run(self, wl: Workload, cluster: SynthCluster, horizon: int, seed: int) -> Schedule: ...
 
 
-def offered_quotas(wl: Workload, cluster: SynthCluster) -> dict[str, int]:
-    """VC quotas proportional to each VC's offered GPU time (the foundation's rule)."""
-    gt = np.bincount(
-        wl.vc[wl.att_job],
-        weights=(wl.gpus[wl.att_job] * wl.att_duration).astype(float),
-        minlength=len(wl.vc_names),
+def vc_quotas(wl: Workload, cluster: SynthCluster) -> dict[str, int]:
+    """VC quotas proportional to each VC's nodes (``Workload.vc_nodes``), summing to the
+    cluster's GPUs (``vcquota.infer_quotas``'s rounding); VCs without nodes get none (they run
+    only on borrowed GPUs)."""
+    return infer_quotas(
+        {v: float(n) for v, n in zip(wl.vc_names, wl.vc_nodes, strict=True)}, cluster.total_gpus
     )
-    return infer_quotas({v: float(gt[i]) for i, v in enumerate(wl.vc_names)}, cluster.total_gpus)
 
 
 class BuiltinScheduler:
@@ -110,7 +109,7 @@ class BuiltinScheduler:
         self.params = params or SchedulerParams()
 
     def run(self, wl: Workload, cluster: SynthCluster, horizon: int, seed: int) -> Schedule:
-        quotas = offered_quotas(wl, cluster)
+        quotas = vc_quotas(wl, cluster)
         q = [quotas.get(v, 0) for v in wl.vc_names]
         sim = _Sim(wl, cluster, q, horizon, self.params, np.random.default_rng(seed))
         sim.loop()
@@ -163,7 +162,9 @@ class _Sim:
         lo, hi = p.retry_delay_s
         self.retry_delay = rng.integers(lo, hi + 1, size=n_att).tolist()
         submit = wl.submit.tolist()
-        self.key = submit
+        # The scheduler sees a job once its submission is processed (startup).
+        arrive = (wl.submit + wl.startup).tolist()
+        self.key = arrive
         pat = wl.patience.tolist()
         withdraw = wl.withdraw.tolist()
         for j, t in enumerate(submit):
@@ -171,9 +172,9 @@ class _Sim:
                 # Held and killed before it could be scheduled: no attempts, no wait cause.
                 self.cancel_time[j] = t + withdraw[j]
                 continue
-            self.push(t, ARRIVE, j)
+            self.push(arrive[j], ARRIVE, j)
             if pat[j] >= 0:
-                self.push(t + pat[j], CANCEL, j)
+                self.push(max(t + pat[j], arrive[j]), CANCEL, j)
 
     def push(self, t: int, kind: int, j: int) -> None:
         self.seq += 1
@@ -409,7 +410,7 @@ def get_scheduler(name: str, cal: Calibration) -> Scheduler:
     if name == "philly":
         from philly_analyze.synth.replay_sched import ReplayScheduler
 
-        return ReplayScheduler()
+        return ReplayScheduler(cal.section("scheduler", "philly").get("params", {}))
     if name == "builtin":
         return BuiltinScheduler(SchedulerParams.from_calibration(cal))
     raise ValueError(f"unknown scheduler {name!r}; choose from {', '.join(SCHEDULERS)}")

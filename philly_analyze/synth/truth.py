@@ -8,7 +8,10 @@ Times are ``timestamp[us, tz=UTC]`` like the store's. Tables:
 - ``jobs``: job_id, vc, user_id, status, num_gpus, submit_time, first_start, last_end,
   num_attempts, censored (still running or queued at the window's end), cancelled
   (``withdrawn`` or ``impatient``: killed before running), util_mean, servers (of the first
-  attempt), framework, epochs, planned_epochs, epoch_within_0_1pct, epoch_lowest, util_measurable;
+  attempt), framework, epochs, planned_epochs, epoch_within_0_1pct, epoch_lowest, util_measurable,
+  startup_s (seconds from submission until the scheduler could place the job: the part of the
+  queueing delay before its ``waits``), carried_over (submitted before the window and running
+  at its start: submit_time is the window's start and only the rest of its run is synthesized);
 - ``attempts``: job_id, attempt_idx, start_time, end_time (NULL if running), outcome,
   failure_reason, failure_categories, num_gpus, num_machines;
 - ``placements``: job_id, attempt_idx, machine_id, gpu_idx, util_level;
@@ -78,6 +81,8 @@ def write_truth(out: Path, cal: Calibration, hist: History) -> list[Path]:
                 "last_end": _ts(hist, np.maximum(last_end, 0), has & (last_end >= 0)),
                 "num_attempts": n_real.astype(np.int32),
                 "censored": censored,
+                "startup_s": wl.startup.astype(np.int64),
+                "carried_over": np.arange(n) < wl.carried,
                 "cancelled": pa.array(cancel.tolist(), pa.string()),
                 "util_mean": np.where(has, hist.job_level, np.nan),
                 "util_measurable": hist.job_measurable,

@@ -4,14 +4,18 @@ Everything is vectorised with numpy and drawn from one ``numpy.random.Generator`
 seed gives the same workload. Times are integer seconds from the window start (local midnight
 of ``--start`` in the cluster's zone). The model (see ``calibration``):
 
-1. Arrivals: groups of jobs (single jobs, and hyper-parameter sweeps from one user with the same
-   VC and size) at times drawn from the Pollux hour-of-day x day-of-week profile over the window.
+1. Arrivals (``arrivals``): groups of jobs (single jobs, and sweeps from one user with the same
+   VC and size) with the real arrivals' group sizes, hour-of-week rate and day factors; VCs by
+   GPU bucket; a startup latency before the scheduler sees each job.
 2. Per job: final status from P(status | size); failed attempts (unsuccessful jobs fail every
    attempt, others fail first with a per-bucket probability), each with a Table 7 reason from a
    sticky Markov chain per job and a runtime to failure from that reason's quantiles.
-3. Final-attempt run times from the Pollux quantiles of the job's bucket, then three scale
-   factors (passed and killed final attempts, failed attempts) solved on the sampled jobs so
-   that the offered load and Table 6's GPU-time shares hold exactly before scheduling.
+3. Final-attempt run times from the Pollux quantiles of the job's bucket, a factor per VC for
+   its share of the GPU time, then three scale factors (passed and killed final attempts,
+   failed attempts) solved on the sampled jobs so that the offered load and Table 6's GPU-time
+   shares hold before scheduling.
+4. Warm start: jobs of a lead-in before the window still running at its start are carried
+   over (``_carry_over``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from philly_analyze.synth.arrivals import Arrivals, sample_arrivals
 from philly_analyze.synth.calibration import (
     DEMAND_BUCKETS,
     FIG9_BUCKETS,
@@ -69,6 +74,8 @@ class Workload:
     first_attempt: np.ndarray  # int64 index into the attempt arrays
     num_attempts: np.ndarray  # int32
     patience: np.ndarray  # int64 s; -1 = waits forever
+    #: int64 s from submission until the scheduler sees the job (submission processing)
+    startup: np.ndarray
     withdraw: np.ndarray  # int64 s after submit when a held job is killed unscheduled; -1 = no
     framework: np.ndarray  # int8 index into FRAMEWORKS
     att_job: np.ndarray  # int64
@@ -78,24 +85,26 @@ class Workload:
     att_reason: np.ndarray  # int16 index into calibration reasons, -1 for none
     vc_names: tuple[str, ...]
     user_names: tuple[str, ...]
+    #: Nodes per VC (its guaranteed share of the cluster: quotas are proportional to them).
+    vc_nodes: np.ndarray
     #: Scale factors solved in ``_scale_durations`` (for the manifest).
     scales: dict[str, float]
+    #: The first ``carried`` jobs were submitted before the window and still running at its
+    #: start (submit 0; only their remaining run is synthesized).
+    carried: int = 0
 
     @property
     def num_jobs(self) -> int:
         return len(self.submit)
 
 
-def hex_names(rng: np.random.Generator, n: int) -> tuple[str, ...]:
-    """``n`` distinct 6-hex-digit names, like the trace's hashed VCs and users."""
-    out: list[str] = []
-    seen: set[int] = set()
-    while len(out) < n:
-        for v in rng.integers(0, 16**6, size=n * 2):
-            if int(v) not in seen and len(out) < n:
-                seen.add(int(v))
-                out.append(f"{int(v):06x}")
-    return tuple(out)
+def lead_in_seconds(cal: Calibration, window: Window) -> int:
+    """Length of the lead-in before the window: the longest an attempt may run (the duration
+    cap), so the jobs running at the window's start are those of a cluster in steady state."""
+    d = cal.section("workload", "durations")
+    if not cal.section("workload", "load").get("warm_start", True):
+        return 0
+    return int(min(d["max_days"] * 86400.0, d["max_fraction_of_window"] * window.seconds))
 
 
 def sample_workload(
@@ -105,45 +114,38 @@ def sample_workload(
     num_jobs: int,
     rng: np.random.Generator,
 ) -> Workload:
-    """Draw ``num_jobs`` jobs for ``cluster`` over ``window`` (module docstring)."""
-    wl = cal.section("workload")
-    groups = _groups(wl["arrivals"], num_jobs, rng)
-    g = len(groups)
-    # Per group: VC, user, size, time.
-    shares = np.asarray(wl["vcs"]["job_shares"], dtype=float)
-    shares /= shares.sum()
-    vc_names = hex_names(rng, len(shares))
-    n_users = max(
-        len(shares),
-        round(
-            wl["users"]["users_at_full_scale"] * (num_jobs / wl["users"]["full_scale_jobs"]) ** 0.5
-        ),
+    """Draw ``num_jobs`` jobs for ``cluster`` over ``window`` (module docstring): the window's
+    submissions, plus the jobs of a lead-in still running at its start (carried over with
+    submit = start = 0), thinned so the history holds exactly ``num_jobs`` jobs."""
+    lead = lead_in_seconds(cal, window)
+    n_lead = round(num_jobs * lead / window.seconds) if lead else 0
+    span = lead + window.seconds
+    segments = [(0, lead, n_lead)] if n_lead else []
+    segments.append((lead, span, num_jobs))
+    arr = sample_arrivals(
+        cal, cluster, window.start_epoch - lead, span, window.timezone, segments, rng
     )
-    users_per_vc = np.maximum(1, np.floor(shares * (n_users - len(shares)) + 1).astype(int))
-    user_names = hex_names(rng, int(users_per_vc.sum()))
-    user_base = np.concatenate([[0], np.cumsum(users_per_vc)[:-1]])
-    g_vc = rng.choice(len(shares), size=g, p=shares)
-    # Users of a VC are Zipf-weighted (a few heavy users): rank r has weight 1/r.
-    u_rank = np.empty(g, dtype=np.int64)
-    for v in np.unique(g_vc):
-        sel = g_vc == v
-        w = 1.0 / np.arange(1, users_per_vc[v] + 1)
-        u_rank[sel] = rng.choice(users_per_vc[v], size=int(sel.sum()), p=w / w.sum())
-    g_user = user_base[g_vc] + u_rank
-    g_size = _sizes(cal, cluster, g, rng)
-    g_time = _arrival_times(wl["arrivals"], window, g, rng)
-    # Expand groups to jobs.
-    job_group = np.repeat(np.arange(g), groups)
-    first = np.concatenate([[0], np.cumsum(groups)[:-1]])
-    offset = rng.uniform(0, wl["arrivals"]["burst_spread_seconds"], size=num_jobs)
-    offset[first] = 0.0
-    submit = np.minimum(g_time[job_group] + offset.astype(np.int64), window.seconds - 1)
-    order = np.argsort(submit, kind="stable")
-    submit = submit[order]
-    job_group = job_group[order]
-    vc = g_vc[job_group].astype(np.int16)
-    user = g_user[job_group].astype(np.int32)
-    gpus = g_size[job_group].astype(np.int32)
+    d = cal.section("workload", "durations")
+    cap = min(d["max_days"] * 86400.0, d["max_fraction_of_window"] * window.seconds)
+    full = _jobs(cal, cluster, arr, span, lead, cap, rng)
+    return _carry_over(cal, full, lead, num_jobs, rng)
+
+
+def _jobs(
+    cal: Calibration,
+    cluster: SynthCluster,
+    arr: Arrivals,
+    span: int,
+    lead: int,
+    cap: float,
+    rng: np.random.Generator,
+) -> Workload:
+    """Statuses, attempts, failures and run times of the arrivals (times from the lead-in's
+    start; the offered load is over ``span`` seconds)."""
+    wl = cal.section("workload")
+    submit, vc, user, gpus = arr.submit, arr.vc, arr.user, arr.gpus
+    vc_names, user_names = arr.vc_names, arr.user_names
+    num_jobs = len(submit)
 
     size_index = np.searchsorted(cal.sizes, gpus)
     cum = np.cumsum(cal.status_probs[size_index], axis=1)
@@ -176,8 +178,9 @@ def sample_workload(
     )
     canc = wl["cancel"]
     held = rng.random(num_jobs) < canc["withdrawn_share"]
+    raw[fin] *= _vc_factors(cal, raw, att_job, gpus, vc, fin, ~held)[vc[att_job[fin]]]
     duration, scales = _scale_durations(
-        cal, cluster, window, raw, att_job, outcome, gpus, status, submit, ~held
+        cal, cluster, span, cap, raw, att_job, outcome, gpus, status, submit, ~held, lead
     )
     impatient = rng.random(num_jobs) < canc["impatient_share"]
     pat = np.exp(
@@ -188,6 +191,10 @@ def sample_workload(
     hold = np.exp(np.log(canc["withdraw_median_minutes"] * 60) + rng.standard_normal(num_jobs))
     withdraw = np.where(held, np.maximum(hold, 5).astype(np.int64), -1)
     status = np.where(held, KILLED, status).astype(np.int8)
+    su = wl["startup"]
+    startup = np.round(
+        su["median_seconds"] * np.exp(su["sigma"] * rng.standard_normal(num_jobs))
+    ).astype(np.int64)
     fw = cal.section("frameworks")["shares"]
     fw_p = np.array([fw[f] for f in FRAMEWORKS], dtype=float)
     framework = rng.choice(len(FRAMEWORKS), size=num_jobs, p=fw_p / fw_p.sum()).astype(np.int8)
@@ -200,6 +207,7 @@ def sample_workload(
         first_attempt=first_att,
         num_attempts=n_att,
         patience=patience,
+        startup=startup,
         withdraw=withdraw,
         framework=framework,
         att_job=att_job.astype(np.int64),
@@ -209,52 +217,73 @@ def sample_workload(
         att_reason=reason,
         vc_names=vc_names,
         user_names=user_names,
+        vc_nodes=np.asarray(wl["vcs"]["nodes"], dtype=np.int64),
         scales=scales,
     )
 
 
-def _groups(arr: dict, num_jobs: int, rng: np.random.Generator) -> np.ndarray:
-    """Group sizes (1 = a single job, more = a sweep), summing to ``num_jobs``, shuffled."""
-    in_bursts = round(num_jobs * arr["burst_share"])
-    mean_extra = max(arr["burst_mean_jobs"] - 2, 0.0)
-    sizes: list[np.ndarray] = []
-    left = in_bursts
-    while left >= 2:
-        s = 2 + rng.geometric(1.0 / (1.0 + mean_extra), size=max(1, left // 2)) - 1
-        s = s[np.cumsum(s) <= left]
-        if len(s) == 0:
-            s = np.array([left])
-        sizes.append(s)
-        left -= int(s.sum())
-    bursts = np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
-    singles = np.ones(num_jobs - int(bursts.sum()), dtype=np.int64)
-    out = np.concatenate([singles, bursts]).astype(np.int64)
-    return out[rng.permutation(len(out))]
-
-
-def _sizes(cal: Calibration, cluster: SynthCluster, n: int, rng: np.random.Generator) -> np.ndarray:
-    """GPU counts; sizes the cluster cannot hold well (over half of its 8-GPU servers' GPUs)
-    are left out and the rest renormalised."""
-    big = int(cluster.gpus[cluster.gpus == cluster.largest].sum())
-    ok = cal.sizes <= max(cluster.largest, big // 2)
-    p = np.where(ok, cal.size_probs, 0.0)
-    return cal.sizes[rng.choice(len(p), size=n, p=p / p.sum())]
-
-
-def _arrival_times(arr: dict, window: Window, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Times (s) from the hour-of-day x day-of-week intensity in the window's zone."""
-    hours = -(-window.seconds // 3600)
-    starts = window.start_epoch + 3600 * np.arange(hours)
-    local = pd.DatetimeIndex(pd.to_datetime(starts, unit="s", utc=True)).tz_convert(window.timezone)
-    w = (
-        np.asarray(arr["hour_of_day"])[local.hour]
-        * np.asarray(arr["day_of_week"])[local.day_of_week]
+def _carry_over(
+    cal: Calibration, full: Workload, lead: int, num_jobs: int, rng: np.random.Generator
+) -> Workload:
+    """The window's workload from one sampled over lead-in + window: lead-in jobs still running
+    at the window's start (attempts back to back from their submission, as on a cluster that
+    keeps up) are carried over with submit 0 and only their remaining run (the rest of the
+    attempt in progress, then the later attempts); other lead-in jobs are dropped; as many of
+    the window's own submissions, chosen at random, are dropped so ``num_jobs`` remain."""
+    if lead == 0:
+        return full
+    sub = full.submit
+    dur = full.att_duration
+    cum = np.cumsum(dur)
+    before = cum[full.first_attempt] - dur[full.first_attempt]
+    end = sub[full.att_job] + cum - before[full.att_job]
+    in_lead = sub < lead
+    running = in_lead[full.att_job] & (end > lead) & (full.withdraw[full.att_job] < 0)
+    carried = np.unique(full.att_job[running])
+    # Small runs: at most a quarter of the jobs are carried over (the longest-running kept).
+    room = num_jobs // 4
+    if len(carried) > room:
+        carried = np.sort(carried[np.argsort(-end[full.first_attempt[carried]])][:room])
+    main = np.flatnonzero(~in_lead)
+    main = np.sort(rng.choice(main, size=num_jobs - len(carried), replace=False))
+    jobs = np.concatenate([carried, main])
+    # Attempts kept: from the one in progress at the lead-in's end (carried), all (main).
+    keep = np.zeros(len(dur), dtype=bool)
+    keep[np.isin(full.att_job, main)] = True
+    keep |= running & np.isin(full.att_job, carried)
+    att_dur = np.where(running & keep, np.minimum(dur, end - lead), dur)
+    asel = np.flatnonzero(keep)
+    new_of_job = np.full(full.num_jobs, -1, dtype=np.int64)
+    new_of_job[jobs] = np.arange(len(jobs))
+    att_job = new_of_job[full.att_job[asel]]
+    order = np.argsort(att_job, kind="stable")
+    asel, att_job = asel[order], att_job[order]
+    n_att = np.bincount(att_job, minlength=len(jobs)).astype(np.int32)
+    first = np.concatenate([[0], np.cumsum(n_att)[:-1]]).astype(np.int64)
+    is_carried = np.arange(len(jobs)) < len(carried)
+    return Workload(
+        submit=np.where(is_carried, 0, sub[jobs] - lead).astype(np.int64),
+        vc=full.vc[jobs],
+        user=full.user[jobs],
+        gpus=full.gpus[jobs],
+        status=full.status[jobs],
+        first_attempt=first,
+        num_attempts=n_att,
+        patience=np.where(is_carried, -1, full.patience[jobs]),
+        startup=np.where(is_carried, 0, full.startup[jobs]),
+        withdraw=full.withdraw[jobs],
+        framework=full.framework[jobs],
+        att_job=att_job,
+        att_idx=(np.arange(len(asel)) - first[att_job]).astype(np.int32),
+        att_duration=att_dur[asel].astype(np.int64),
+        att_outcome=full.att_outcome[asel],
+        att_reason=full.att_reason[asel],
+        vc_names=full.vc_names,
+        user_names=full.user_names,
+        vc_nodes=full.vc_nodes,
+        scales=full.scales,
+        carried=len(carried),
     )
-    # The last slot may be partial.
-    w[-1] *= (window.seconds - 3600 * (hours - 1)) / 3600
-    slot = rng.choice(hours, size=n, p=w / w.sum())
-    t = slot * 3600 + rng.integers(0, 3600, size=n)
-    return np.minimum(t, window.seconds - 1).astype(np.int64)
 
 
 def _failure_counts(
@@ -297,10 +326,40 @@ def _reasons(
     return out
 
 
+def _vc_factors(
+    cal: Calibration,
+    raw: np.ndarray,
+    att_job: np.ndarray,
+    gpus: np.ndarray,
+    vc: np.ndarray,
+    fin: np.ndarray,
+    runs: np.ndarray,
+) -> np.ndarray:
+    """Per VC, the factor on final run times that gives each VC its share of the GPU time
+    (``[workload.vcs] gpu_time_shares``; failed attempts keep Table 7's runtimes). A few
+    fixed-point steps; factors kept within [1/50, 50] so a VC of a handful of jobs in a small
+    run cannot take extreme run times."""
+    target = np.asarray(cal.section("workload", "vcs")["gpu_time_shares"], dtype=float)
+    n_vc = len(target)
+    live = runs[att_job]
+    gt = gpus[att_job] * raw * live
+    avc = vc[att_job]
+    f = np.ones(n_vc)
+    for _ in range(20):
+        scaled = np.where(fin, gt * f[avc], gt)
+        have = np.bincount(avc, weights=scaled, minlength=n_vc)
+        present = have > 0
+        share = have / have.sum()
+        want = target * present / (target * present).sum()
+        f = np.where(present, np.clip(f * want / np.maximum(share, 1e-12), 0.02, 50.0), 1.0)
+    return f
+
+
 def _scale_durations(
     cal: Calibration,
     cluster: SynthCluster,
-    window: Window,
+    seconds: int,
+    cap: float,
     raw: np.ndarray,
     att_job: np.ndarray,
     outcome: np.ndarray,
@@ -308,6 +367,7 @@ def _scale_durations(
     status: np.ndarray,
     submit: np.ndarray,
     runs: np.ndarray,
+    window_from: int = 0,
 ) -> tuple[np.ndarray, dict[str, float]]:
     """Scale raw run times so the offered GPU time is the target load and Table 6's GPU-time
     shares hold among the jobs that will finish inside the window.
@@ -315,15 +375,15 @@ def _scale_durations(
     Three factors: passed final attempts, killed final attempts, failed attempts (all jobs).
     Jobs that cannot finish in the window (their run time from submission passes its end) are
     left out of the shares, as an analysis of the output must leave them out (long killed jobs
-    would otherwise be under-represented). Solved by damped fixed-point iteration; ``runs``
-    masks the jobs that will be scheduled at all."""
+    would otherwise be under-represented); so are the lead-in's jobs (submitted before
+    ``window_from``: only the few still running at the window's start are kept, cut). Solved by
+    damped fixed-point iteration; ``runs`` masks the jobs that will be scheduled at all."""
     d = cal.section("workload", "durations")
     share = cal.section("status", "gpu_time_pct")
     s = np.array([share["passed"], share["killed"], share["unsuccessful"]]) / 100.0
     s /= s.sum()
     load = cal.section("workload", "load")["offered_load"]
-    target = load * cluster.total_gpus * window.seconds
-    cap = min(d["max_days"] * 86400.0, d["max_fraction_of_window"] * window.seconds)
+    target = load * cluster.total_gpus * seconds
     floor_fin = float(d["min_seconds"])
     floor_fail = float(cal.section("failures")["min_seconds"])
     floors = np.where(outcome == A_FAILED, floor_fail, floor_fin)
@@ -341,7 +401,7 @@ def _scale_durations(
         f *= target / max(gt.sum(), 1e-9)
         dur = durations(f)
         finish = submit + np.bincount(att_job, weights=dur, minlength=len(submit))
-        done = (finish <= window.seconds)[att_job] & live
+        done = ((finish <= seconds) & (submit >= window_from))[att_job] & live
         by_status = np.bincount(jst[done], weights=(n * dur)[done], minlength=3)
         if (by_status <= 0).any():
             break

@@ -110,6 +110,8 @@ def job_lines(
                     out += _kill_lines(k, app, aid, user, uip, app_state, None)
                     final = "KILLED"
                     end_ms = k
+                else:  # a retry still waiting at the window's end: the app has not ended
+                    final = "ACCEPTED"
                 break
             s = int(hist.ra_start[i]) * 1000 + int(rng.integers(400, 600))
             a0, a1 = int(hist.ra_pl_offsets[i]), int(hist.ra_pl_offsets[i + 1])
@@ -176,7 +178,8 @@ def job_lines(
             if launch_ms < 0:
                 launch_ms, start_ms = s + 3, s
             oc = int(hist.ra_outcome[i])
-            if oc == R_RUNNING:
+            if oc == R_RUNNING:  # the app has not ended (no summary line)
+                final = "RUNNING"
                 break
             e = int(hist.ra_end[i]) * 1000 + int(rng.integers(0, 300))
             end_ms = e

@@ -33,12 +33,34 @@ def slowdown_model(cluster: Cluster, params: Mapping[str, Any]) -> SlowdownModel
 
 
 class _EventPolicy(Policy):
-    """Runs an engine from ``make_engine`` and turns its trace into a ``ReplayResult``."""
+    """Runs an engine (``engine_class`` built with ``build_config``) and turns its trace into a
+    ``ReplayResult``."""
+
+    engine_class: type[BaseEngine]
+
+    def build_config(
+        self,
+        wl: Workload,
+        cluster: Cluster,
+        quotas: list[int] | None,
+        params: Mapping[str, Any],
+        seed: int,
+    ) -> EngineConfig | PreemptConfig:
+        raise NotImplementedError
 
     def make_engine(
-        self, wl: Workload, cluster: Cluster, quotas: list[int] | None, params: Mapping[str, Any]
+        self,
+        wl: Workload,
+        cluster: Cluster,
+        quotas: list[int] | None,
+        params: Mapping[str, Any],
+        seed: int = 0,
     ) -> BaseEngine:
-        raise NotImplementedError
+        cfg = self.build_config(wl, cluster, quotas, params, seed)
+        cfg.max_retries = params["max_retries"]
+        cfg.retry_delay_us = round(params["retry_delay_s"] * US)
+        engine: Any = self.engine_class
+        return engine(wl, FreeState(cluster), cfg, slowdown_model(cluster, params))
 
     def simulate(
         self,
@@ -50,7 +72,7 @@ class _EventPolicy(Policy):
     ) -> ReplayResult:
         qv = quota_vector(workload, quotas) if self.uses_quotas else None
         t0 = time.perf_counter()
-        trace = self.make_engine(workload, cluster, qv, params).run()
+        trace = self.make_engine(workload, cluster, qv, params, seed).run()
         secs = time.perf_counter() - t0
         notes = list(workload.notes)
         if trace.unscheduled:
@@ -66,32 +88,52 @@ class _EventPolicy(Policy):
 
 
 class EnginePolicy(_EventPolicy):
-    """Base of queue-engine policies: implement ``engine_config``."""
+    """Base of queue-engine policies: implement ``engine_config`` (and ``tune`` for settings
+    that depend on the workload, the cluster or the seed)."""
+
+    engine_class = QueueEngine
 
     def engine_config(self, params: Mapping[str, Any], quotas: list[int] | None) -> EngineConfig:
         raise NotImplementedError
 
-    def make_engine(
-        self, wl: Workload, cluster: Cluster, quotas: list[int] | None, params: Mapping[str, Any]
-    ) -> BaseEngine:
+    def tune(
+        self,
+        cfg: EngineConfig,
+        wl: Workload,
+        cluster: Cluster,
+        params: Mapping[str, Any],
+        seed: int,
+    ) -> None:
+        """Per-job values or caps in GPUs; none by default."""
+
+    def build_config(
+        self,
+        wl: Workload,
+        cluster: Cluster,
+        quotas: list[int] | None,
+        params: Mapping[str, Any],
+        seed: int,
+    ) -> EngineConfig:
         cfg = self.engine_config(params, quotas)
-        cfg.max_retries = params["max_retries"]
-        cfg.retry_delay_us = round(params["retry_delay_s"] * US)
-        return QueueEngine(wl, FreeState(cluster), cfg, slowdown_model(cluster, params))
+        self.tune(cfg, wl, cluster, params, seed)
+        return cfg
 
 
 class PreemptivePolicy(_EventPolicy):
     """Base of preemptive policies (no quotas): implement ``config``."""
 
     uses_quotas = False
+    engine_class = PreemptiveEngine
 
     def config(self, params: Mapping[str, Any]) -> PreemptConfig:
         raise NotImplementedError
 
-    def make_engine(
-        self, wl: Workload, cluster: Cluster, quotas: list[int] | None, params: Mapping[str, Any]
-    ) -> BaseEngine:
-        cfg = self.config(params)
-        cfg.max_retries = params["max_retries"]
-        cfg.retry_delay_us = round(params["retry_delay_s"] * US)
-        return PreemptiveEngine(wl, FreeState(cluster), cfg, slowdown_model(cluster, params))
+    def build_config(
+        self,
+        wl: Workload,
+        cluster: Cluster,
+        quotas: list[int] | None,
+        params: Mapping[str, Any],
+        seed: int,
+    ) -> PreemptConfig:
+        return self.config(params)
