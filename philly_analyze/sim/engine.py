@@ -64,8 +64,6 @@ class Trace:
     outcome: list[int] = field(default_factory=list)
     #: Rows cut short by preemption.
     preempted: set[int] = field(default_factory=set)
-    #: VC usage changes (time, vc, delta GPUs), for the waiting-cause split.
-    usage: list[tuple[int, int, int]] = field(default_factory=list)
     #: Jobs that never started, and jobs cut short by max_retries.
     unscheduled: list[int] = field(default_factory=list)
     truncated: set[int] = field(default_factory=set)
@@ -225,7 +223,6 @@ class QueueEngine(BaseEngine):
         v = self.vc[j]
         self.used[v] -= n
         tr = self.trace
-        tr.usage.append((now, v, -n))
         last = self.last_att[j]
         oc = self.outcome_code[self.ptr[j] + k]
         if k < last:
@@ -378,6 +375,5 @@ class QueueEngine(BaseEngine):
         self.running[j] = (row, pl)
         self.started[j] = k
         self.used[v] += n
-        tr.usage.append((now, v, n))
         self.seq += 1
         heapq.heappush(self.heap, (end, END, self.seq, j, k))

@@ -18,9 +18,10 @@ from philly_analyze import schemas
 from philly_analyze.errors import UserError
 from philly_analyze.sim.cluster import Cluster, Placement
 from philly_analyze.sim.engine import Trace
-from philly_analyze.sim.metrics import CAUSES, compute_metrics, waiting_causes
+from philly_analyze.sim.metrics import cluster_steps, compute_metrics, waiting_causes
 from philly_analyze.sim.workload import NO_VC, Workload
 from philly_analyze.vcquota import STORE_QUOTA_FILE, write_quotas
+from philly_analyze.waitcause import CAUSES, WaitSplit
 
 SOURCE = "replay"
 #: Job status from the outcome of its last attempt.
@@ -34,6 +35,7 @@ WAITING_SCHEMA = pa.schema(
         ("attempt_idx", pa.int32()),
         ("start", schemas.UTC_TS),
         ("end", schemas.UTC_TS),
+        ("seconds", pa.float64()),
         ("cause", pa.string()),
     ]
 )
@@ -45,7 +47,9 @@ class ReplayResult:
 
     ``jobs``/``attempts``/``placements``/``machines``: Arrow tables conforming to
     ``philly_analyze.schemas`` (physical schemas, source ``replay``). ``waiting``: the true
-    waiting intervals (job_id, attempt_idx, start, end, cause in ``CAUSES``). ``metrics``: the
+    waiting causes, one row per attempt that waited and cause (``waitcause.CAUSES``): job_id,
+    attempt_idx, start (first moment of that cause), end (end of its last piece), seconds
+    (its total: less than end - start when other causes came in between), cause. ``metrics``: the
     flat comparison dict (``metrics.METRICS``). ``per_vc``: per-VC jobs, mean queueing delay,
     mean JCT, service ratio. ``quotas``: the VC quotas used ({} without quotas)."""
 
@@ -125,7 +129,7 @@ def build_result(
             "source": pa.array([SOURCE] * nrow, pa.string()),
         },
     )
-    pl_row, pl_machine, pl_gpu = _flatten_placements(trace.placement)
+    pl_row, pl_machine, pl_gpu, segments = _flatten_placements(trace.placement)
     mids = np.asarray(cluster.machine_ids, dtype=object)
     placements = schemas.conform(
         "placements",
@@ -176,27 +180,11 @@ def build_result(
         },
     )
     # True waiting causes.
-    usage = _int_columns(trace.usage, 3)
     row_vc = wl.vc[job] if quota_by_vc is not None else np.zeros(nrow, np.int64)
     qarr = np.asarray(quota_by_vc, dtype=np.int64) if quota_by_vc is not None else None
-    w_row, w_s, w_e, w_c = waiting_causes(
-        ready,
-        start,
-        row_vc,
-        gpus,
-        qarr,
-        *usage,
-    )
-    waiting = pa.Table.from_arrays(
-        [
-            pa.array(ids[job[w_row]], pa.string()),
-            pa.array(att_idx[w_row], pa.int32()),
-            _ts(w_s),
-            _ts(w_e),
-            pa.array(np.asarray(CAUSES, dtype=object)[w_c], pa.string()),
-        ],
-        schema=WAITING_SCHEMA,
-    )
+    steps = cluster_steps(cluster.gpus, cluster.rack, start, end, *segments)
+    split = waiting_causes(steps, ready, start, end, row_vc, gpus, qarr)
+    waiting = _waiting_table(split, ids[job], att_idx)
     metrics, per_vc = compute_metrics(
         submit=wl.submit_us[ran],
         first_start=first_start,
@@ -206,8 +194,7 @@ def build_result(
         row_start=start,
         row_end=end,
         row_intrinsic=intrinsic,
-        wait_cause=w_c,
-        wait_len=w_e - w_s,
+        wait_us=split.us,
         total_gpus=cluster.total_gpus,
         unscheduled=len(trace.unscheduled),
         preemptions=trace.preemptions,
@@ -252,8 +239,28 @@ def _int_columns(rows: list[tuple[int, ...]], width: int) -> np.ndarray:
     return flat.reshape(len(rows), width).T
 
 
-def _flatten_placements(pls: list[Placement]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row, server, gpu) arrays, one entry per allocated GPU."""
+def _waiting_table(split: WaitSplit, job_ids: np.ndarray, att_idx: np.ndarray) -> pa.Table:
+    """One row per (row that waited, cause), in row order then ``CAUSES`` order."""
+    assert split.first is not None and split.last is not None
+    r, c = np.nonzero(split.us > 0)
+    return pa.Table.from_arrays(
+        [
+            pa.array(job_ids[r], pa.string()),
+            pa.array(att_idx[r], pa.int32()),
+            _ts(split.first[r, c]),
+            _ts(split.last[r, c]),
+            pa.array(split.us[r, c] / 1e6, pa.float64()),
+            pa.array(np.asarray(CAUSES, dtype=object)[c], pa.string()),
+        ],
+        schema=WAITING_SCHEMA,
+    )
+
+
+def _flatten_placements(
+    pls: list[Placement],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(row, server, gpu) arrays, one entry per allocated GPU; and the segments (row, server,
+    GPUs), one per server of a placement."""
     seg_row: list[int] = []
     seg_server: list[int] = []
     seg_len: list[int] = []
@@ -265,10 +272,13 @@ def _flatten_placements(pls: list[Placement]) -> tuple[np.ndarray, np.ndarray, n
             seg_len.append(len(g))
             gpus += g
     k = np.asarray(seg_len, dtype=np.int64)
+    rows = np.asarray(seg_row, dtype=np.int64)
+    servers = np.asarray(seg_server, dtype=np.int64)
     return (
-        np.repeat(np.asarray(seg_row, dtype=np.int64), k),
-        np.repeat(np.asarray(seg_server, dtype=np.int64), k),
+        np.repeat(rows, k),
+        np.repeat(servers, k),
         np.asarray(gpus, dtype=np.int64),
+        (rows, servers, k),
     )
 
 
