@@ -12,6 +12,7 @@ from philly_analyze.waitcause import (
     build_steps,
     server_events,
     split_waits,
+    step_index,
 )
 
 S = 1_000_000
@@ -151,7 +152,7 @@ def test_build_steps_matches_brute_force(seed: int) -> None:
     count = np.array([int(rng.integers(1, sizes[i] + 2)) for i in mi], dtype=np.int64)
     ev = server_events(mi, start, end, count)
     times = np.unique(np.r_[ev[1], 0, 150])
-    steps = build_steps(times, sizes, rack, *ev)
+    steps = build_steps(times, sizes, rack, ev[0], step_index(times, ev[1]), ev[2], ev[3])
     largest = int(sizes.max())
     for j in range(steps.steps):
         t = steps.bounds[j]

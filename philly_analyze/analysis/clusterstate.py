@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from philly_analyze.analysis.common import Context
-from philly_analyze.waitcause import Steps, build_steps, usage_steps
+from philly_analyze.waitcause import Steps, build_steps, sorted_unique, step_index, usage_steps
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Timeline:
     """The state as step functions (see module docstring)."""
 
     steps: Steps
-    #: Attempts counted for VC usage: (time of the change, GPU delta), by VC.
+    #: Attempts counted for VC usage: (step of the change, GPU delta), by VC.
     vc_changes: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     attempts_without_placements: int = 0
     #: Whether any machine has a rack (else the whole cluster counts as one rack).
@@ -98,7 +98,7 @@ def build(ctx: Context, lo_us: int, hi_us: int) -> Timeline:
         SELECT vc, s AS t, n AS delta, unplaced FROM a
         UNION ALL SELECT vc, e AS t, -n AS delta, false AS unplaced FROM a WHERE e IS NOT NULL"""
     )
-    times = np.unique(
+    times = sorted_unique(
         np.concatenate([ev["t"].to_numpy(np.int64), vc_ev["t"].to_numpy(np.int64), [lo_us, hi_us]])
     )
     steps = build_steps(
@@ -106,12 +106,12 @@ def build(ctx: Context, lo_us: int, hi_us: int) -> Timeline:
         sizes,
         rack_codes,
         ev["mi"].to_numpy(np.int64),
-        ev["t"].to_numpy(np.int64),
+        step_index(times, ev["t"].to_numpy(np.int64)),
         ev["delta"].to_numpy(np.int64),
         ev["busy_after"].to_numpy(np.int64),
     )
     vc_changes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    vt = vc_ev["t"].to_numpy(np.int64)
+    vt = step_index(times, vc_ev["t"].to_numpy(np.int64))
     vd = vc_ev["delta"].to_numpy(np.int64)
     for vc, rows in vc_ev.groupby("vc", sort=True).indices.items():
         vc_changes[str(vc)] = (vt[rows], vd[rows])

@@ -30,6 +30,8 @@ from philly_analyze.waitcause import (
     WaitSplit,
     build_steps,
     server_events,
+    sorted_unique,
+    step_index,
     usage_steps,
 )
 from philly_analyze.waitcause import split_waits as _split_waits
@@ -75,37 +77,41 @@ def cluster_steps(
     seg_row: np.ndarray,
     seg_server: np.ndarray,
     seg_gpus: np.ndarray,
-) -> Steps:
+) -> tuple[Steps, np.ndarray, np.ndarray]:
     """The replayed cluster's state over time: rows ``[start, end)`` hold ``seg_gpus`` GPUs
-    of server ``seg_server`` for each placement segment of row ``seg_row``."""
-    mi, t, d, busy = server_events(seg_server, start[seg_row], end[seg_row], seg_gpus)
+    of server ``seg_server`` for each placement segment of row ``seg_row``. Also returns the
+    step each row starts and ends at."""
     held = end > start
-    times = np.unique(np.concatenate([start[held], end[held]]))
-    return build_steps(times, sizes, rack, mi, t, d, busy)
+    times = sorted_unique(np.concatenate([start[held], end[held]]))
+    s_idx, e_idx = step_index(times, start), step_index(times, end)
+    ev = server_events(seg_server, s_idx[seg_row], e_idx[seg_row], seg_gpus)
+    return build_steps(times, sizes, rack, *ev), s_idx, e_idx
 
 
 def waiting_causes(
     steps: Steps,
     ready: np.ndarray,
     start: np.ndarray,
-    end: np.ndarray,
+    s_idx: np.ndarray,
+    e_idx: np.ndarray,
     vc: np.ndarray,
     demand: np.ndarray,
     quota: np.ndarray | None,
 ) -> WaitSplit:
     """Split each row's wait ``[ready, start)`` by cause (``WaitSplit`` with first/last).
-    ``vc``/``demand``: each row's VC index and GPUs (rows ``[start, end)`` also make up the
-    VCs' usage); ``quota[v]`` per VC, None without quotas."""
+    ``s_idx``/``e_idx``: the steps each row starts and ends at (``cluster_steps``): rows also
+    make up the VCs' usage; ``vc``/``demand``: each row's VC index and GPUs; ``quota[v]`` per
+    VC, None without quotas."""
     if quota is None:
         return _split_waits(steps, vc, demand, ready, start, _no_usage, None, with_bounds=True)
-    held = end > start
+    held = e_idx > s_idx
     order = np.argsort(vc, kind="stable")
     order = order[held[order]]
     cuts = np.searchsorted(vc[order], np.arange(len(quota) + 1))
 
     def usage_of(v: int) -> np.ndarray:
         rows = order[cuts[v] : cuts[v + 1]] if 0 <= v < len(quota) else order[:0]
-        t = np.concatenate([start[rows], end[rows]])
+        t = np.concatenate([s_idx[rows], e_idx[rows]])
         return usage_steps(steps, t, np.concatenate([demand[rows], -demand[rows]]))
 
     quotas = {v: int(q) for v, q in enumerate(quota)}

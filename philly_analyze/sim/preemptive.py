@@ -141,8 +141,7 @@ class PreemptiveEngine(BaseEngine):
         self.attained[j] += (now - start) * self.gpus[j]
         done = round((now - start) / f)
         self.rem[j] = max(0, self.rem[j] - done)
-        r = self.trace.rows[row]
-        self.trace.rows[row] = (*r[:4], now, r[5], done)
+        self.trace.cut(row, now, done)
         return row
 
     def _end(self, j: int, now: int) -> None:
@@ -238,6 +237,6 @@ class PreemptiveEngine(BaseEngine):
         if nxt is not None:
             n = self.gpus[j]
             t_cross = now + -(-(nxt - a) // n)
-            end = self.trace.rows[self.running[j][0]][4]
+            end = self.trace.end_of(self.running[j][0])
             if t_cross < end:
                 self._push(t_cross, DEMOTE, j)

@@ -35,7 +35,14 @@ from philly_analyze.synth.calibration import Calibration
 from philly_analyze.synth.cluster import SynthCluster
 from philly_analyze.synth.workload import A_FAILED, Workload
 from philly_analyze.vcquota import infer_quotas
-from philly_analyze.waitcause import build_steps, server_events, split_waits, usage_steps
+from philly_analyze.waitcause import (
+    build_steps,
+    server_events,
+    sorted_unique,
+    split_waits,
+    step_index,
+    usage_steps,
+)
 
 ARRIVE, END, CANCEL, RELAX = 1, 0, 2, 3
 
@@ -380,26 +387,26 @@ def split_causes(
     attempts ``[att_start, att_end)`` (-1: never started) on the machines of their placements
     (``pl_offsets``/``pl_machine``, one entry per GPU). Returns (job, attempt, first, last,
     seconds, cause code), one row per wait and cause that took time, sorted."""
-    started = np.flatnonzero(att_start >= 0)
     counts = np.diff(pl_offsets)
     pl_att = np.repeat(np.arange(len(counts)), counts)
     seg, gpus = np.unique(
         np.stack([pl_att, pl_machine.astype(np.int64)]), axis=1, return_counts=True
     )
-    end = np.where(att_end[seg[0]] >= 0, att_end[seg[0]], np.iinfo(np.int64).max)
-    ev = server_events(seg[1], att_start[seg[0]], end, gpus)
-    times = np.unique(np.r_[ev[1], waits[:, 2], waits[:, 3]])
+    no_end = np.iinfo(np.int64).max
+    held = (att_start >= 0) & ((att_end < 0) | (att_end > att_start))
+    times = sorted_unique(np.r_[att_start[held], att_end[held & (att_end >= 0)]])
+    s_idx = step_index(times, att_start)
+    e_idx = np.where(att_end >= 0, step_index(times, att_end), no_end)
+    ev = server_events(seg[1], s_idx[seg[0]], e_idx[seg[0]], gpus)
     steps = build_steps(times, cluster.gpus.astype(np.int64), cluster.rack, *ev)
-    s0, s1 = att_start[started], att_end[started]
-    att_vc = wl.vc[wl.att_job[started]]
-    att_gpus = wl.gpus[wl.att_job[started]].astype(np.int64)
-    holds = (s1 < 0) | (s1 > s0)
+    att_vc = wl.vc[wl.att_job]
+    att_gpus = wl.gpus[wl.att_job].astype(np.int64)
 
     def usage(v: int) -> np.ndarray:
-        sel = (att_vc == v) & holds
-        ended = sel & (s1 >= 0)
+        sel = (att_vc == v) & held
+        ended = sel & (att_end >= 0)
         d = np.r_[att_gpus[sel], -att_gpus[ended]]
-        return usage_steps(steps, np.r_[s0[sel], s1[ended]], d)
+        return usage_steps(steps, np.r_[s_idx[sel], e_idx[ended]], d)
 
     job = waits[:, 0]
     split = split_waits(
