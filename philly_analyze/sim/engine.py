@@ -32,12 +32,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from philly_analyze.progress import Tracker, current
 from philly_analyze.sim.cluster import FreeState, Placement
 from philly_analyze.sim.slowdown import SlowdownModel
 from philly_analyze.sim.workload import FAILED, Workload
 
 END, READY = 0, 1
 INF = 1 << 62
+#: Progress is reported every 8,192 attempt ends (a bit mask: one AND per end).
+PROGRESS_EVERY = 8191
 
 
 @dataclass
@@ -175,6 +178,18 @@ class BaseEngine:
     def run(self) -> Trace:
         raise NotImplementedError
 
+    @property
+    def planned(self) -> int:
+        """Attempts the engine will run if every job starts."""
+        return len(self.last_att) + sum(self.last_att)
+
+    def progress_start(self) -> Tracker:
+        """The caller's progress tracker (``progress.current``), told the total: attempts to
+        run. Engines report attempt ends every ``PROGRESS_EVERY + 1``."""
+        tracker = current()
+        tracker.update(completed=0, total=self.planned)
+        return tracker
+
 
 class QueueEngine(BaseEngine):
     """One run of a queue-based policy over a workload (see module docstring)."""
@@ -198,6 +213,7 @@ class QueueEngine(BaseEngine):
         self.seq = len(wl)
         self.running: dict[int, tuple[int, Placement]] = {}
         self.rack = fs.rack
+        self.one_rack = len(set(fs.rack)) <= 1
         #: Index of the attempt of each job that started last (-1: none yet).
         self.started = [-1] * len(wl)
 
@@ -213,6 +229,7 @@ class QueueEngine(BaseEngine):
         # a FIFO holds them, not the heap (a saturated replay makes one per waiting attempt).
         timeouts: deque[tuple[int, int, int]] = deque()
         started = self.started
+        tracker, ends = self.progress_start(), 0
         while ai < nj or heap or timeouts:
             now = submit[ai] if ai < nj else inf
             if heap and heap[0][0] < now:
@@ -226,6 +243,9 @@ class QueueEngine(BaseEngine):
                 if kind == END:
                     self._end(j, k, now, ready)
                     touched = True
+                    ends += 1
+                    if not ends & PROGRESS_EVERY:
+                        tracker.update(completed=ends)
                 else:  # READY
                     ready.append((now, seq, j, k))
             while timeouts and timeouts[0][0] == now:
@@ -255,12 +275,17 @@ class QueueEngine(BaseEngine):
                     self._enqueue(item)
                 touched = False
             elif ready:
-                ready.sort()
+                if len(ready) > 1:
+                    ready.sort()
                 for item in ready:
                     self._enqueue(item)
                 touched = True
-            if touched and self.npending and self.fs.free_total >= min(self.pending_by_n):
-                self._pass(now)
+            if touched and self.npending:
+                free = self.fs.free_total
+                # Saturated clusters free a few GPUs at a time: skip the pass cheaply when
+                # no pending demand fits.
+                if free and (1 in self.pending_by_n or free >= min(self.pending_by_n)):
+                    self._pass(now)
             if ready and wait > 0:
                 # Locality timeouts only for attempts the pass could not start.
                 for r, _, j, k in ready:
@@ -269,6 +294,7 @@ class QueueEngine(BaseEngine):
         for v in self.pending:
             for q in v.values():
                 self.trace.unscheduled.extend(item[2] for item in q)
+        tracker.update(completed=self.planned)
         return self.trace
 
     def _enqueue(self, item: tuple[int, int, int, int]) -> None:
@@ -432,7 +458,7 @@ class QueueEngine(BaseEngine):
         if len(pl) == 1:
             f = 1.0
         else:
-            racks = len({self.rack[m] for m, _ in pl})
+            racks = 1 if self.one_rack else len({self.rack[m] for m, _ in pl})
             f = self.model.factor(n, len(pl), racks)
         dur = round(intr * f)
         end = now + dur
