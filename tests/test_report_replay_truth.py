@@ -52,6 +52,12 @@ def test_decomposition_matches_replay_truth(tmp_path: Path) -> None:
     ours = per["cause"].reindex(true_cause.index)
     agree = float((ours == true_cause).mean())
     assert agree >= 0.9, (agree, len(true_cause))
+    # Same definitions, same schedule: the seconds of each cause agree job by job.
+    w = pd.read_parquet(out / "waiting.parquet")
+    truth = w.pivot_table(index="job_id", columns="cause", values="seconds", aggfunc="sum")
+    truth = truth.reindex(columns=list(CAUSES)).fillna(0.0)
+    mine = per[[f"{c}_s" for c in CAUSES]].reindex(truth.index)
+    assert mine.to_numpy() == pytest.approx(truth.to_numpy(), abs=1e-3)
 
 
 def test_decomposition_matches_the_synthesizers_ground_truth(tmp_path: Path) -> None:

@@ -149,7 +149,7 @@ def command(
     quiet: bool,
 ) -> None:
     """Replay a store's jobs through a simulated cluster under one or more scheduling
-    policies and compare them: JCT, queueing delay (fair-share vs fragmentation), GPU
+    policies and compare them: JCT, queueing delay (fair-share, fragmentation, capacity), GPU
     utilization, makespan, per-VC fairness, preemptions; and, for observed data, how far
     the replayed queueing delays are from the observed ones (fidelity_queue_mae_s)."""
     if list_policies:
