@@ -32,6 +32,7 @@ import pytest
 from click.testing import CliRunner
 
 from philly_analyze.cli import main
+from philly_analyze.store import Store
 from tests.philly_files import attempt, job, write_job_log, write_machine_list
 
 IDS = {
@@ -112,8 +113,13 @@ def test_replay_metrics_follow_the_same_causes(store: tuple[Path, Path], tmp_pat
         ],
     )
     assert r.exit_code == 0, r.output
+    with Store(out, read_only=True) as st:
+        starts = dict(st.con.execute("SELECT job_id, start_time FROM attempts").fetchall())
+    # The log's starts, minute for minute (x, y1, y2 at 0; a1, b0 at 30; a2 at 60).
+    assert {k: (v - T0).total_seconds() / 60 for k, v in starts.items()} == {
+        IDS[n]: m for n, m in (("x", 0), ("y1", 0), ("y2", 0), ("a1", 30), ("b0", 30), ("a2", 60))
+    }
     m = json.loads(r.stdout)["results"][0]["metrics"]
-    assert m["fidelity_queue_mae_s"] == 0 and m["fidelity_queue_p90_abs_err_s"] == 0
     assert m["fair_share_delay_s"] == 20 * 60
     assert m["fragmentation_delay_s"] == 20 * 60
     assert m["capacity_delay_s"] == 30 * 60
