@@ -36,6 +36,7 @@ from philly_analyze.synth.cluster import SynthCluster
 from philly_analyze.synth.workload import A_FAILED, Workload
 from philly_analyze.vcquota import infer_quotas
 from philly_analyze.waitcause import (
+    CAUSES,  # noqa: F401 (re-exported: the codes of Schedule.wait_cause)
     build_steps,
     server_events,
     sorted_unique,
