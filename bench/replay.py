@@ -1,6 +1,11 @@
 """``replay --policy philly``, whole process (store read + simulate + write the output store),
 on (1) a synthesized public-trace-sized workload (117,325 jobs, 552 machines, 2,490 GPUs,
-75 days) and (2) the 82,247 real Philly jobs of the Pollux artifact on the real machine list.
+75 days), (2) the 82,247 real Philly jobs of the Pollux artifact on the real machine list, and
+(3) a million synthesized jobs on the same 2,490 GPUs, twice: unsaturated (offered load 60% of
+the cluster's GPU time) and saturated (offered load 92%: queues build for weeks).
+
+Offered load = the jobs' GPU-seconds (GPUs x every attempt's duration) / (the cluster's GPUs x
+the span of submit times); the million-job stores choose their span to hit it.
 
 The synthetic input is made here (a heavy-tailed generator, until the synthesizer lands):
 GPU demands and retry counts shaped like the paper's (mostly 1-GPU jobs, a tail to 64),
@@ -19,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from bench._util import SCRATCH
 
@@ -45,22 +51,23 @@ finally:
 def synth_store(
     path: Path,
     n_jobs: int = 117_325,
-    days: int = 75,
+    days: float = 75,
     seed: int = 0,
     servers: dict[int, int] | None = None,
-) -> Path:
+    offered_load: float | None = None,
+) -> tuple[Path, float]:
     """Write a synthetic store: machines like Philly's list (or ``servers``: count of servers
-    per GPU count), jobs and attempts (no starts)."""
+    per GPU count), jobs and attempts (no starts). With ``offered_load``, the submit span is
+    chosen for that offered load instead of ``days``. Returns the path and the offered load."""
     from philly_analyze.sim.cluster import Cluster
     from philly_analyze.store import Store
 
     rng = np.random.default_rng(seed)
-    span = days * 86400
-    # Diurnal arrivals: thinning of a uniform draw with rate 1 + 0.6 sin(day phase).
-    t = rng.uniform(0, span, n_jobs * 2)
-    keep = rng.uniform(0, 1.6, len(t)) < 1 + 0.6 * np.sin(2 * np.pi * t / 86400)
-    t = np.sort(t[keep][:n_jobs])
-    n = len(t)
+    # Diurnal arrivals: thinning of a uniform draw with rate 1 + 0.6 sin(day phase). The
+    # draws are made before the span is known (same stream as drawing times directly).
+    u = rng.uniform(0, 1, n_jobs * 2)
+    thin = rng.uniform(0, 1.6, len(u))
+    n = n_jobs
     gpus = rng.choice([1, 2, 4, 8, 16, 32, 64], n, p=[0.70, 0.10, 0.10, 0.06, 0.025, 0.012, 0.003])
     dur = np.exp(rng.normal(np.log(7200), 1.9, n)).clip(30, 20 * 86400)
     attempts = np.minimum(rng.geometric(0.75, n), 6)
@@ -73,6 +80,13 @@ def synth_store(
     # Failed attempts run a fraction of the job's duration before failing.
     frac = np.where(att_idx < attempts[job_of_att] - 1, rng.uniform(0.01, 0.5, len(att_idx)), 1.0)
     last = att_idx == attempts[job_of_att] - 1
+    cluster_gpus = cluster.total_gpus
+    gpu_seconds = float((gpus[job_of_att] * dur[job_of_att] * frac).sum())
+    span = gpu_seconds / (offered_load * cluster_gpus) if offered_load else days * 86400
+    t = u * span
+    keep = thin < 1 + 0.6 * np.sin(2 * np.pi * t / 86400)
+    assert keep.sum() >= n_jobs, "too few arrivals kept: draw more"
+    t = np.sort(t[keep][:n_jobs])
     status = rng.choice(["passed", "killed", "unsuccessful"], n, p=[0.70, 0.13, 0.17])
     outcome = np.where(last, pd_map(status[job_of_att]), "failed")
     ts = pa.array((T0_US + t * 1e6).astype(np.int64)).cast(pa.timestamp("us", tz="UTC"))
@@ -104,7 +118,7 @@ def synth_store(
         st.commit(
             b, [{"source": "bench synth", "format": "synth_bench"}], source_format="synth_bench"
         )
-    return path
+    return path, gpu_seconds / (cluster_gpus * (t[-1] - t[0]))
 
 
 def pd_map(status: np.ndarray) -> np.ndarray:
@@ -152,10 +166,16 @@ def _report(label: str, store: Path, out: Path) -> None:
         f"{res['sim_seconds']:.2f} s, peak RSS {rss:.0f} MB, load average before {load:.1f}",
         flush=True,
     )
+    waits = sum(m[f"{c}_delay_s"] for c in ("fair_share", "fragmentation", "capacity", "other"))
+    shares = ", ".join(
+        f"{c} {m[f'{c}_delay_s'] / waits:.1%}" if waits else f"{c} -"
+        for c in ("fair_share", "fragmentation", "capacity", "other")
+    )
+    rows = pq.ParquetFile(out / "waiting.parquet").metadata.num_rows
     print(
         f"    allocated GPU util {m['gpu_util_allocated_pct']:.1f}%, mean queueing delay "
-        f"{m['queue_mean_s'] / 60:.1f} min, p95 {m['queue_p95_s'] / 60:.1f} min, "
-        f"fair-share share of waiting {m['fair_share_delay_frac']:.2f}",
+        f"{m['queue_mean_s'] / 60:.1f} min, p95 {m['queue_p95_s'] / 60:.1f} min; waiting "
+        f"time: {shares}; {rows:,} waiting-cause rows",
         flush=True,
     )
 
@@ -167,9 +187,24 @@ def run() -> None:
     synth = SCRATCH / "replay-synth-store"
     shutil.rmtree(synth, ignore_errors=True)
     t0 = time.perf_counter()
-    synth_store(synth)
-    print(f"(synthetic store written in {time.perf_counter() - t0:.1f} s; not timed below)")
+    _, load = synth_store(synth)
+    print(
+        f"(synthetic store written in {time.perf_counter() - t0:.1f} s, offered load "
+        f"{load:.0%}; not timed below)"
+    )
     _report("synthetic 117k", synth, SCRATCH / "replay-synth-out")
+    for label, target in (("unsaturated", 0.60), ("saturated", 0.92)):
+        big = SCRATCH / f"replay-1m-{label}-store"
+        shutil.rmtree(big, ignore_errors=True)
+        t0 = time.perf_counter()
+        _, load = synth_store(big, n_jobs=1_000_000, offered_load=target)
+        print(
+            f"(1M-job store written in {time.perf_counter() - t0:.1f} s, offered load "
+            f"{load:.0%}; not timed below)"
+        )
+        _report(f"synthetic 1M {label}", big, SCRATCH / f"replay-1m-{label}-out")
+        shutil.rmtree(big, ignore_errors=True)
+        shutil.rmtree(SCRATCH / f"replay-1m-{label}-out", ignore_errors=True)
     csv_path = REFERENCE / "philly" / "pollux_philly_jobs.csv"
     if not csv_path.exists():
         print("real Pollux jobs: skipped (../shared/reference not present)")

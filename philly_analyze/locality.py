@@ -1,6 +1,6 @@
-"""The locality constraint: one definition shared by the replay scheduler and the queueing
-analysis (which calls a wait "fragmentation delay" when the VC had quota left but no placement
-meeting this constraint was free).
+"""The locality constraint: one definition shared by the replay scheduler and the causes of
+waiting (``waitcause``: a wait is "fragmentation" when the VC had quota left and enough GPUs
+were free, but no placement meeting this constraint was).
 
 Philly placed a gang job on as few servers as possible:
 

@@ -1,23 +1,20 @@
-"""Progress on stderr: a rich bar when stderr is a terminal, silent otherwise or with --quiet."""
+"""Progress on stderr: a rich bar when stderr is a terminal, silent otherwise or with --quiet.
+
+Library code deep inside a run (the replay's engines, the sharing simulator) reports to
+``current()``, which the CLI sets with ``reporting(tracker)`` around the call: no signature
+down the call chain changes, and without a CLI nothing is shown."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Protocol
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Protocol
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+if TYPE_CHECKING:  # rich costs ~0.2 s to import: only when a bar or console is made
+    from rich.console import Console
+    from rich.progress import Progress
 
 
 class Tracker(Protocol):
@@ -41,6 +38,25 @@ class NullTracker:
         pass
 
 
+_CURRENT: ContextVar[Tracker | None] = ContextVar("philly_analyze_progress", default=None)
+
+
+def current() -> Tracker:
+    """The tracker that long-running library code reports to (a ``NullTracker`` unless a
+    caller set one with ``reporting``)."""
+    return _CURRENT.get() or NullTracker()
+
+
+@contextmanager
+def reporting(tracker: Tracker) -> Iterator[Tracker]:
+    """Make ``tracker`` the ``current()`` one inside the block."""
+    token = _CURRENT.set(tracker)
+    try:
+        yield tracker
+    finally:
+        _CURRENT.reset(token)
+
+
 class _RichTracker:
     def __init__(self, progress: Progress, task: int):
         self._p = progress
@@ -58,6 +74,8 @@ class _RichTracker:
 
 def stderr_console() -> Console:
     """The console for messages and progress (stdout stays for data)."""
+    from rich.console import Console
+
     return Console(stderr=True)
 
 
@@ -74,6 +92,17 @@ def track(
     if not wants_progress(quiet):
         yield NullTracker()
         return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     cols = (DownloadColumn(), TransferSpeedColumn()) if unit == "bytes" else (MofNCompleteColumn(),)
     with Progress(
         TextColumn("[progress.description]{task.description}"),

@@ -29,8 +29,10 @@ def _scenario(path: Path) -> Path:
     - jwa a/2 GPUs, submit 10, runs m0 [60,70): a holds 8 the whole wait, 8+2 > 8 -> 50 min
       fair-share (a placement was free on m2 all along: quota decides).
     - jwb b/16 GPUs, submit 20, runs m1+m2 [45,80): b holds 6 then 2, +16 <= 24 -> quota
-      left. Two wholly free 8-GPU servers? [20,30): none (m0 full, m1 4 busy, m2 1 busy);
-      [30,40): m1 only; [40,45): m1 and m2 -> fits. So 20 min fragmentation + 5 min other.
+      left. Free GPUs in the cluster: [20,25) m1 4 + m2 7 + s1 2 = 13 < 16 and [25,30)
+      4 + 7 + 1 (jr's retry on s1) = 12 < 16 -> capacity; [30,35) m1 8 + m2 7 + s1 1 = 16 and
+      [35,40) 17: enough, but one wholly free 8-GPU server (m1) -> fragmentation; [40,45) m1
+      and m2 -> fits. So 10 min capacity + 10 min fragmentation + 5 min other.
     - jcc c/8 GPUs, submit 0, runs m0 [70,100): c's quota is 1 < 8, so every minute is
       fair-share (70 min), including [0,30) and [45,70) where no 8-GPU server was free
       either: when both hold, fair-share wins.
@@ -68,20 +70,25 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_decomposition_by_hand(scenario: Path) -> None:
     with Store(scenario, read_only=True) as s:
         per = decompose_store(s, QUOTAS).set_index("job_id")
-    expect = {  # fair_share_s, fragmentation_s, other_s, cause
-        "jwa": (50 * 60, 0, 0, "fair_share"),
-        "jwb": (0, 20 * 60, 5 * 60, "fragmentation"),
-        "jcc": (70 * 60, 0, 0, "fair_share"),
-        "jo": (0, 0, 5 * 60, "other"),
-        "jr": (0, 0, 15 * 60, "other"),
-        "ja1": (0, 0, 0, "none"),
+    expect = {  # fair_share_s, fragmentation_s, capacity_s, other_s, cause
+        "jwa": (50 * 60, 0, 0, 0, "fair_share"),
+        # ties between fragmentation and capacity go to fragmentation (listed first)
+        "jwb": (0, 10 * 60, 10 * 60, 5 * 60, "fragmentation"),
+        "jcc": (70 * 60, 0, 0, 0, "fair_share"),
+        "jo": (0, 0, 0, 5 * 60, "other"),
+        "jr": (0, 0, 0, 15 * 60, "other"),
+        "ja1": (0, 0, 0, 0, "none"),
     }
-    for job, (fair, frag, other, cause) in expect.items():
+    for job, (fair, frag, cap, other, cause) in expect.items():
         row = per.loc[job]
         assert row["fair_share_s"] == pytest.approx(fair), job
         assert row["fragmentation_s"] == pytest.approx(frag), job
+        assert row["capacity_s"] == pytest.approx(cap), job
         assert row["other_s"] == pytest.approx(other), job
         assert row["cause"] == cause, job
+    # The paper's view: jwb's 20 min of fragmentation + capacity beat its 5 min of other.
+    assert per.loc["jwb", "cause_paper"] == "fragmentation"
+    assert per.loc["jo", "cause_paper"] == "other"
     # jr waited only for its retry: 0 before the first start, 15 min after the failure.
     assert per.loc["jr", "queue_delay_s"] == 0
     assert per.loc["jr", "retry_wait_s"] == pytest.approx(900)
@@ -116,7 +123,16 @@ def test_table2_counts(scenario: Path) -> None:
     # All waiting: 50 + 25 + 70 + 5 + 15 = 165 min; fair-share 120 min = 72.73%.
     assert secs.loc["all", "wait_hours"] == pytest.approx(165 / 60)
     assert secs.loc["all", "fair_share_pct"] == pytest.approx(100 * 120 / 165)
-    assert secs.loc["all", "fragmentation_pct"] == pytest.approx(100 * 20 / 165)
+    assert secs.loc["all", "fragmentation_pct"] == pytest.approx(100 * 10 / 165)
+    assert secs.loc["all", "capacity_pct"] == pytest.approx(100 * 10 / 165)
+    assert secs.loc["all", "other_pct"] == pytest.approx(100 * 25 / 165)
+    causes = rep["queueing"].frame("table2_causes").set_index("delay_type")
+    assert causes["all"].to_dict() == {
+        "fair_share": 2,
+        "fragmentation": 1,
+        "capacity": 0,
+        "other": 2,
+    }
 
 
 def test_delay_percentiles_keep_zero_delays(scenario: Path) -> None:
@@ -140,7 +156,8 @@ def test_scope_keeps_whole_cluster_state(scenario: Path) -> None:
     with Store(scenario, read_only=True) as s:
         per = decompose_store(s, QUOTAS, Scope(vcs=("b",))).set_index("job_id")
     assert set(per.index) == {"jb1", "jb2", "jwb", "jo", "jr"}
-    assert per.loc["jwb", "fragmentation_s"] == pytest.approx(1200)
+    assert per.loc["jwb", "fragmentation_s"] == pytest.approx(600)
+    assert per.loc["jwb", "capacity_s"] == pytest.approx(600)
     assert per.loc["jwb", "other_s"] == pytest.approx(300)
 
 
@@ -221,8 +238,9 @@ def workloads(draw: st.DrawFn) -> tuple[dict[str, int], dict[str, str] | None, l
     return machines, racks, jobs, quotas
 
 
-def _brute(machines, racks, jobs, quotas) -> dict[str, tuple[float, float, float]]:
-    """Minute by minute: rebuild free GPUs and VC usage, classify each waiting minute."""
+def _brute(machines, racks, jobs, quotas) -> dict[str, tuple[float, float, float, float]]:
+    """Minute by minute: rebuild free GPUs and VC usage, classify each waiting minute
+    (fair-share, fragmentation, capacity, other)."""
     names = list(machines)
     size = np.array([machines[m] for m in names])
     rack = None
@@ -232,7 +250,7 @@ def _brute(machines, racks, jobs, quotas) -> dict[str, tuple[float, float, float
     runs = [(j.vc, a) for j in jobs for a in j.attempts]
     out = {}
     for j in jobs:
-        tot = [0.0, 0.0, 0.0]
+        tot = [0.0, 0.0, 0.0, 0.0]
         prev = j.submit
         for a in j.attempts:
             n = sum(len(g) for g in a.gpus.values())
@@ -248,10 +266,12 @@ def _brute(machines, racks, jobs, quotas) -> dict[str, tuple[float, float, float
                 free = np.clip(size - busy, 0, size)
                 if used + n > quotas[j.vc]:
                     tot[0] += 60
+                elif free.sum() < n:
+                    tot[2] += 60
                 elif not fits_strict(free, size, n, rack):
                     tot[1] += 60
                 else:
-                    tot[2] += 60
+                    tot[3] += 60
             prev = a.end
         out[j.job_id] = tuple(tot)
     return out
@@ -268,17 +288,16 @@ def test_sweep_matches_brute_force(tmp_path_factory: pytest.TempPathFactory, w) 
     )
     with Store(path, read_only=True) as s, Context(s, vc_quotas=quotas) as ctx:
         per = decompose(ctx).set_index("job_id")
-    for job_id, (fair, frag, other) in _brute(machines, racks, jobs, quotas).items():
+    for job_id, expect in _brute(machines, racks, jobs, quotas).items():
         row = per.loc[job_id]
-        assert (row["fair_share_s"], row["fragmentation_s"], row["other_s"]) == pytest.approx(
-            (fair, frag, other)
-        ), job_id
+        got = tuple(row[f"{k}_s"] for k in ("fair_share", "fragmentation", "capacity", "other"))
+        assert got == pytest.approx(expect), job_id
 
 
 def test_job_ended_in_queue_counts_with_scheduler_log(tmp_path: Path) -> None:
     """q1 (a/4 GPUs) is submitted at 10 and killed in the queue at 40 (the RM log's KILLED
-    transition); b1 holds all of m0 [0,60). Quota a=100 is not the limit; no server has 4
-    free GPUs -> 30 min fragmentation. It counts in Table 2, not in the delay percentiles."""
+    transition); b1 holds all of m0 [0,60). Quota a=100 is not the limit; the cluster has 0
+    free GPUs < 4 -> 30 min capacity. It counts in Table 2, not in the delay percentiles."""
     import pyarrow as pa
 
     from tests.analysis_stores import t
@@ -300,9 +319,11 @@ def test_job_ended_in_queue_counts_with_scheduler_log(tmp_path: Path) -> None:
         rep = run(s, ["queueing"], vc_quotas={"a": 100})
     q = per.loc["q1"]
     assert not q["started"] and q["wait_s"] == pytest.approx(1800)
-    assert q["fragmentation_s"] == pytest.approx(1800) and q["cause"] == "fragmentation"
+    assert q["capacity_s"] == pytest.approx(1800) and q["cause"] == "capacity"
     t2 = rep["queueing"].frame("table2").set_index("delay_type")
-    assert t2.loc["fragmentation", "gpus_2_4"] == 1
+    assert t2.loc["fragmentation", "gpus_2_4"] == 1  # the paper's fragmentation holds capacity
+    t2c = rep["queueing"].frame("table2_causes").set_index("delay_type")
+    assert t2c.loc["capacity", "gpus_2_4"] == 1
     d = rep["queueing"].frame("delay_by_vc").set_index(["vc", "gpu_bucket"])
     assert d.loc[("all", "all"), "jobs"] == 1  # only b1 started
     att = rep["queueing"].frame("delay_by_attempt").set_index(["wait", "gpu_bucket"])

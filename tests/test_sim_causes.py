@@ -2,49 +2,21 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 
 from philly_analyze.sim import Cluster, Workload, simulate
-from philly_analyze.sim.metrics import CAUSES, waiting_causes
 
 S = 1_000_000
-
-
-def test_waiting_causes_split_where_usage_crosses_quota() -> None:
-    # VC 0, quota 4. Usage: 4 from t=0, 0 from t=50, 2 from t=60.
-    use_t = np.array([0, 50, 60]) * S
-    use_vc = np.zeros(3, np.int64)
-    use_d = np.array([4, -4, 2])
-    ready = np.array([10, 55, 0]) * S
-    start = np.array([100, 80, 5]) * S
-    demand = np.array([2, 3, 5])
-    rows, s, e, c = waiting_causes(
-        ready, start, np.zeros(3, np.int64), demand, np.array([4]), use_t, use_vc, use_d
-    )
-    got = [
-        (int(r), int(a // S), int(b // S), CAUSES[k])
-        for r, a, b, k in zip(rows, s, e, c, strict=True)
-    ]
-    assert got == [
-        # demand 2: 4+2 > 4 until usage drops at 50; then 0+2 and 2+2 fit the quota.
-        (0, 10, 50, "fair_share"),
-        (0, 50, 100, "fragmentation"),
-        # demand 3: 0+3 fits; from 60, 2+3 > 4.
-        (1, 55, 60, "fragmentation"),
-        (1, 60, 80, "fair_share"),
-        # demand 5 exceeds the quota whatever the usage.
-        (2, 0, 5, "fair_share"),
-    ]
 
 
 def test_scheduler_causes_on_a_two_server_cluster() -> None:
     """Servers m0, m1 with 4 GPUs; quotas a=4, b=6; no borrowing; locality wait 0.
 
     t=0  a1 (4 GPUs, 100 s) -> m0;  b1 (2 GPUs, 200 s) -> m1
-    t=5  b2 (3 GPUs): b uses 2, 2+3 <= 6 quota left, but no server has 3 free -> fragmentation
+    t=5  b2 (3 GPUs): b uses 2, 2+3 <= 6 quota left, but the cluster has 2 free GPUs (m1)
+         < 3 -> capacity
     t=10 a2 (4 GPUs): a uses 4 of 4 -> fair_share
-    t=100 a1 ends; a (0/4) is served before b (2/6): a2 -> m0; b2 still has no room
+    t=100 a1 ends; a (0/4) is served before b (2/6): a2 -> m0; b2 still has 2 free < 3
     t=150 a2 ends; b2 -> m0.
     """
     wl = Workload.from_columns(
@@ -74,8 +46,9 @@ def test_scheduler_causes_on_a_two_server_cluster() -> None:
     got = sorted(
         (r["job_id"], int(r["start"].timestamp()), int(r["end"].timestamp()), r["cause"]) for r in w
     )
-    assert got == [("a2", 10, 100, "fair_share"), ("b2", 5, 150, "fragmentation")]
+    assert got == [("a2", 10, 100, "fair_share"), ("b2", 5, 150, "capacity")]
     assert res.metrics["fair_share_delay_s"] == 90.0
-    assert res.metrics["fragmentation_delay_s"] == 145.0
+    assert res.metrics["capacity_delay_s"] == 145.0
+    assert res.metrics["fragmentation_delay_s"] == 0.0
     pl = res.placements.to_pylist()
     assert {r["machine_id"] for r in pl if r["job_id"] == "b2"} == {"m0"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow.compute as pc
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -88,6 +89,39 @@ def test_schedule_invariants(wc, policy):
     assert (m["start_time"] >= m["submit_time"]).all()
     if policy not in ("las", "srtf"):
         assert res.metrics["preemptions"] == 0
+    _waiting_ok(res, a, policy)
+
+
+def _waiting_ok(res, a, policy: str) -> None:
+    """The true waiting causes add up to each attempt's wait (from its submit, or from the
+    end of the job's previous row: retries and preemptions requeue at once), the metrics are
+    their totals, and each engine waits only for the causes it can have: philly and relaxed
+    start whatever the quota and a placement allow (never ``other``); las and srtf have no
+    quotas and start every job whose GPUs are free (only ``capacity``)."""
+    a = a.sort_values(["job_id", "start_time"]).merge(
+        _df(res.jobs)[["job_id", "submit_time"]], on="job_id"
+    )
+    prev_end = a.groupby("job_id")["end_time"].shift()
+    ready = prev_end.fillna(a["submit_time"]).astype("int64")
+    want = ((a["start_time"] - ready) / 1e6).to_numpy()
+    w = _df(res.waiting)
+    got = w.groupby(["job_id", "attempt_idx"])["seconds"].sum()
+    got = got.reindex(list(zip(a["job_id"], a["attempt_idx"], strict=True))).fillna(0.0)
+    assert np.allclose(got.to_numpy(), want), (got.to_numpy(), want)
+    # One row per (attempt, cause), inside the wait: start <= end, seconds <= end - start.
+    assert not w.duplicated(["job_id", "attempt_idx", "cause"]).any()
+    assert (w["seconds"] <= (w["end"] - w["start"]) / 1e6 + 1e-9).all()
+    for cause in ("fair_share", "fragmentation", "capacity", "other"):
+        total = float(w.loc[w["cause"] == cause, "seconds"].sum())
+        assert res.metrics[f"{cause}_delay_s"] == pytest.approx(total)
+    allowed = {
+        "philly": {"fair_share", "fragmentation", "capacity"},
+        "relaxed": {"fair_share", "capacity"},
+        "las": {"capacity"},
+        "srtf": {"capacity"},
+        "fifo": {"fragmentation", "capacity", "other"},
+    }[policy]
+    assert set(w["cause"]) <= allowed, (policy, set(w["cause"]))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

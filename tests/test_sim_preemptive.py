@@ -59,4 +59,5 @@ def test_srtf_preempts_for_shorter_remaining_time() -> None:
     ]
     # Ground truth: A's wait after preemption is capacity, not quota (no quotas).
     w = res.waiting.to_pylist()
-    assert [(r["job_id"], r["cause"]) for r in w] == [("A", "fragmentation")]
+    # (the one GPU is busy with B: 0 free < 1)
+    assert [(r["job_id"], r["cause"]) for r in w] == [("A", "capacity")]

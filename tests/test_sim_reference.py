@@ -171,7 +171,9 @@ def fast(wl, cluster, cfg, model):
     tr = QueueEngine(wl, FreeState(cluster), cfg, model).run()
     rows = [
         (j, k, ready, start, end, tuple((m, tuple(g)) for m, g in pl))
-        for (j, k, ready, start, end, _, _), pl in zip(tr.rows, tr.placement, strict=True)
+        for (j, k, ready, start, end, _, _), pl in zip(
+            tr.columns().T.tolist(), tr.placements(), strict=True
+        )
     ]
     return sorted(rows, key=lambda r: (r[3], r[0], r[1]))
 

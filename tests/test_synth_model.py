@@ -22,6 +22,7 @@ from philly_analyze.synth.cluster import build_cluster
 from philly_analyze.synth.loss import build_curves
 from philly_analyze.synth.schedule import SCHEDULERS, get_scheduler
 from philly_analyze.synth.workload import Window, sample_workload
+from philly_analyze.waitcause import CAUSES
 
 
 def _paper(reference: Path, name: str) -> list[dict[str, str]]:
@@ -187,7 +188,18 @@ def test_scheduler_never_double_books_and_gangs(name: str) -> None:
             assert cur[2] >= prev[3]
     # GPU indices exist on their machines.
     assert (sch.pl_gpu < cl.gpus[sch.pl_machine]).all()
-    # Waits tile [queued, started) without overlap per job and attempt.
-    for cause in np.unique(sch.wait_cause):
-        assert cause in (0, 1)
+    # Waits: one row per (job, attempt, cause), each cause's total within its first and last
+    # moment, and an attempt that started did so when its last wait ended.
+    assert set(np.unique(sch.wait_cause).tolist()) <= set(range(len(CAUSES)))
     assert (sch.wait_end > sch.wait_start).all()
+    assert (sch.wait_seconds > 0).all()
+    assert (sch.wait_seconds <= sch.wait_end - sch.wait_start).all()
+    key = np.stack([sch.wait_job, sch.wait_attempt, sch.wait_cause], axis=1)
+    assert len(np.unique(key, axis=0)) == len(key)
+    att = wl.first_attempt[sch.wait_job] + sch.wait_attempt
+    last_end = {}
+    for a, e in zip(att.tolist(), sch.wait_end.tolist(), strict=True):
+        last_end[a] = max(e, last_end.get(a, e))
+    for a, e in last_end.items():
+        if 0 <= sch.att_start[a] < w.seconds:
+            assert e == sch.att_start[a], a

@@ -2,10 +2,10 @@
 
 Change points are the start and end times of every attempt in the store (all of them, whatever
 the report's scope). Between two consecutive change points nothing changes, so the state is a
-step function over ``K`` change points, stored as arrays of length ``K + 1`` (index 0 is the
-state before the first change: nothing running). For each step it keeps what the locality
-constraint and the quotas need, and no more:
+step function (``waitcause.Steps``, index 0 the state before the first change: nothing
+running). For each step it keeps what the causes of waiting need, and no more:
 
+- ``free_total``: the free GPUs of the whole cluster;
 - ``max_free``: the most free GPUs on one server;
 - ``whole``: the most wholly free servers of the largest size in one rack (whole cluster when
   racks are unknown) -- with ``max_free`` this decides ``locality.fits_strict`` for any demand
@@ -14,10 +14,8 @@ constraint and the quotas need, and no more:
 
 How (vectorised, no per-event Python loop): per-server deltas are summed per (server, time)
 and accumulated in SQL (running sum per server), giving each change's free count before and
-after; a change moves a server across free-count levels ``1..largest``, so adding ``+1/-1`` per
-level crossed at its time index and taking a cumulative sum gives, per step, how many servers
-have at least ``L`` free GPUs; ``max_free`` is the highest level with a server. The same trick
-on "wholly free largest server" per rack gives ``whole``.
+after; ``waitcause.build_steps`` turns these into the per-step arrays (cumulative sums of the
+changes per step; see there).
 
 Data quirks: only attempts placed in time count (``Context.all_runs``, see ``analysis.common``):
 a running attempt (the last of a job without a final status) holds its GPUs to the end of the
@@ -34,52 +32,26 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from philly_analyze.analysis.common import Context
-from philly_analyze.locality import fits_strict_headroom
+from philly_analyze.waitcause import Steps, build_steps, sorted_unique, step_index, usage_steps
 
 
 @dataclass
 class Timeline:
-    """The state as step functions over ``bounds`` (see module docstring)."""
+    """The state as step functions (see module docstring)."""
 
-    #: Step j covers [bounds[j], bounds[j+1]) in epoch microseconds; len K + 2.
-    bounds: np.ndarray
-    max_free: np.ndarray
-    whole: np.ndarray
-    largest: int
-    #: Attempts counted for VC usage: (vc, time index of the change, GPU delta), by VC.
+    steps: Steps
+    #: Attempts counted for VC usage: (step of the change, GPU delta), by VC.
     vc_changes: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     attempts_without_placements: int = 0
     #: Whether any machine has a rack (else the whole cluster counts as one rack).
     racks_known: bool = False
 
-    @property
-    def steps(self) -> int:
-        return len(self.bounds) - 1
-
     def vc_usage(self, vc: str) -> np.ndarray:
         """GPUs held by ``vc``'s running attempts in each step."""
-        usage = np.zeros(self.steps, np.int64)
         ch = self.vc_changes.get(vc)
-        if ch is not None:
-            np.add.at(usage, ch[0], ch[1])
-            usage = np.cumsum(usage)
-        return usage
-
-    def fits(self, n: int) -> np.ndarray:
-        """Per step: whether a placement of ``n`` GPUs meeting the locality constraint is free."""
-        return fits_strict_headroom(self.max_free, self.whole, self.largest, n)
-
-    def measure(self, indicator: np.ndarray, a_us: np.ndarray, b_us: np.ndarray) -> np.ndarray:
-        """Seconds of each interval ``[a, b)`` during which ``indicator`` (per step) holds."""
-        lengths = np.diff(self.bounds).astype(np.float64)
-        ind = indicator.astype(np.float64)
-        prefix = np.concatenate([[0.0], np.cumsum(ind * lengths)])
-
-        def integral(t: np.ndarray) -> np.ndarray:
-            j = np.clip(np.searchsorted(self.bounds, t, side="right") - 1, 0, self.steps - 1)
-            return prefix[j] + ind[j] * (t - self.bounds[j]).astype(np.float64)
-
-        return (integral(b_us) - integral(a_us)) / 1e6
+        if ch is None:
+            return np.zeros(self.steps.steps, np.int64)
+        return usage_steps(self.steps, ch[0], ch[1])
 
 
 def build(ctx: Context, lo_us: int, hi_us: int) -> Timeline:
@@ -90,7 +62,6 @@ def build(ctx: Context, lo_us: int, hi_us: int) -> Timeline:
         "ORDER BY machine_id"
     )
     sizes = mach["size"].to_numpy(np.int64)
-    largest = int(sizes.max()) if len(sizes) else 0
     rack_codes, rack_known = _racks(mach["rack"])
     idx_table = f"_cs_{ctx.jobs}"
     con.register(idx_table, mach.assign(mi=np.arange(len(mach)))[["machine_id", "mi"]])
@@ -128,51 +99,25 @@ def build(ctx: Context, lo_us: int, hi_us: int) -> Timeline:
         SELECT vc, s AS t, n AS delta, unplaced FROM a
         UNION ALL SELECT vc, e AS t, -n AS delta, false AS unplaced FROM a WHERE e IS NOT NULL"""
     )
-    times = np.unique(
+    times = sorted_unique(
         np.concatenate([ev["t"].to_numpy(np.int64), vc_ev["t"].to_numpy(np.int64), [lo_us, hi_us]])
     )
-    # Step 0 is "before every change"; the last step runs past hi.
-    bounds = np.concatenate([[times[0] - 1], times, [times[-1] + 1]])
-    k_steps = len(bounds) - 1
-    tidx = np.searchsorted(times, ev["t"].to_numpy(np.int64)) + 1
-    mi = ev["mi"].to_numpy(np.int64)
-    size = sizes[mi]
-    after = np.clip(size - ev["busy_after"].to_numpy(np.int64), 0, size)
-    before = np.clip(size - (ev["busy_after"] - ev["delta"]).to_numpy(np.int64), 0, size)
-
-    # Servers with >= L free GPUs, per step, for L = 1..largest.
-    levels = np.zeros((max(largest, 1), k_steps), np.int32)
-    levels[:, 0] = [(sizes >= lv).sum() for lv in range(1, max(largest, 1) + 1)]
-    for lv in range(1, largest + 1):
-        d = (after >= lv).astype(np.int32) - (before >= lv).astype(np.int32)
-        nz = d != 0
-        np.add.at(levels[lv - 1], tidx[nz], d[nz])
-    levels = np.cumsum(levels, axis=1)
-    max_free = (levels > 0).sum(axis=0).astype(np.int64)
-    del levels
-
-    # Wholly free servers of the largest size, per rack, per step; then the best rack.
-    big = size == largest
-    dw = ((after == size) & big).astype(np.int32) - ((before == size) & big).astype(np.int32)
-    n_racks = int(rack_codes.max()) + 1 if len(rack_codes) else 1
-    whole_r = np.zeros((n_racks, k_steps), np.int32)
-    if len(sizes):
-        whole_r[:, 0] = np.bincount(rack_codes[sizes == largest], minlength=n_racks)
-    nz = dw != 0
-    np.add.at(whole_r, (rack_codes[mi[nz]], tidx[nz]), dw[nz])
-    whole = np.cumsum(whole_r, axis=1).max(axis=0).astype(np.int64)
-    del whole_r
-
+    steps = build_steps(
+        times,
+        sizes,
+        rack_codes,
+        ev["mi"].to_numpy(np.int64),
+        step_index(times, ev["t"].to_numpy(np.int64)),
+        ev["delta"].to_numpy(np.int64),
+        ev["busy_after"].to_numpy(np.int64),
+    )
     vc_changes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    vt = np.searchsorted(times, vc_ev["t"].to_numpy(np.int64)) + 1
+    vt = step_index(times, vc_ev["t"].to_numpy(np.int64))
     vd = vc_ev["delta"].to_numpy(np.int64)
     for vc, rows in vc_ev.groupby("vc", sort=True).indices.items():
         vc_changes[str(vc)] = (vt[rows], vd[rows])
     return Timeline(
-        bounds,
-        max_free,
-        whole,
-        largest,
+        steps,
         vc_changes,
         attempts_without_placements=int(vc_ev["unplaced"].sum()),
         racks_known=rack_known,

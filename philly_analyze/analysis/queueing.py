@@ -10,31 +10,26 @@ Decomposition (Table 2). Every moment a job waited -- from submit to its first s
 each failed attempt's end to the next attempt's start -- is classified from the cluster's state
 at that moment, rebuilt from every attempt and placement in the store
 (``analysis.clusterstate``), with the waiting job's VC ``v`` and GPU demand ``n`` (the GPUs of
-the attempt it waited for):
+the attempt it waited for), by the one definition in ``philly_analyze.waitcause``:
+**fair_share** (``used(v) + n > quota(v)``), else **capacity** (fewer than ``n`` GPUs free in
+the whole cluster), else **fragmentation** (``n`` GPUs free, but no placement meeting
+``locality.fits_strict``), else **other** (quota left and a placement free, yet the job
+waited). The classification is a step function between change points (attempt starts and
+ends), so each interval's seconds of each cause are integrals computed with prefix sums,
+vectorised per (VC, demand) pair.
 
-1. **fair_share** when the VC had used its quota: ``used(v) + n > quota(v)``, i.e. starting
-   the job would take the VC past its quota (this includes being at or over it);
-2. otherwise **fragmentation** when no placement meeting the locality constraint
-   (``locality.fits_strict``: one server with ``n`` free GPUs, or ``ceil(n / 8)`` wholly free
-   8-GPU servers in one rack) was free;
-3. otherwise **other**: quota left and a placement free, yet the job waited (scheduler
-   latency, jobs ahead of it in the queue, or GPUs busy with work the data does not show).
-
-When both causes hold, the moment is fair-share: the scheduler checks the quota first, and
-"fragmentation" means the quota would have allowed the job. The classification is a step
-function between change points (attempt starts and ends), so each interval's seconds of each
-kind are integrals computed with prefix sums, vectorised per (VC, demand) pair.
-
-Per job (``decompose``): seconds of each kind summed over its waits, and ``cause``: the kind
-with the most seconds (ties: fair_share, fragmentation, other), ``none`` for a job that never
-waited. ``cause_two_way`` is the same choice with other counted as fragmentation, for
-comparison with schedulers that record only two causes (the synthesizer's and the replay's
-ground truth decide by quota alone: every quota-left second is fragmentation there).
-Table 2 counts waiting jobs by cause and GPU bucket. A job that never started waited from
-submit to its end in the scheduler log (``scheduler_events``: the app's FINISHED, FAILED or
-KILLED transition, e.g. cancelled in the queue); without such a log it is left out (its wait
-has no known end). ``started`` says which jobs ran. Quotas: ``--vc-quotas FILE`` or ``vcquota.quotas_for_store``
-(proportional to GPU-time shares); a VC missing from the quotas has quota 0.
+Per job (``decompose``): seconds of each cause summed over its waits, and ``cause``: the cause
+with the most seconds (ties: fair_share, fragmentation, capacity, other), ``none`` for a job
+that never waited. ``cause_paper`` is the same choice over the paper's Table 2 categories
+(``waitcause.PAPER_CAUSE``: fragmentation and capacity are the paper's fragmentation; other
+stays apart), ``cause_two_way`` over fair-share against every quota-left second (other counted
+as fragmentation too), for ground truths that record two causes. ``table2`` counts waiting jobs
+by ``cause_paper`` beside the paper's counts; ``table2_causes`` by ``cause``. A job that never
+started waited from submit to its end in the scheduler log (``scheduler_events``: the app's
+FINISHED, FAILED or KILLED transition, e.g. cancelled in the queue); without such a log it is
+left out (its wait has no known end). ``started`` says which jobs ran. Quotas: ``--vc-quotas
+FILE`` or ``vcquota.quotas_for_store`` (proportional to GPU-time shares); a VC missing from the
+quotas has quota 0.
 """
 
 from __future__ import annotations
@@ -52,8 +47,11 @@ from philly_analyze.analysis.common import (
 )
 from philly_analyze.analysis.result import ResultTable, Section
 from philly_analyze.store import Store
+from philly_analyze.waitcause import CAUSES, PAPER_CAUSE, split_waits
 
-WAIT_KINDS: tuple[str, ...] = ("fair_share", "fragmentation", "other")
+WAIT_KINDS: tuple[str, ...] = CAUSES
+#: Table 2's rows in the paper's view: its two causes, and ours that the paper has no row for.
+PAPER_KINDS: tuple[str, ...] = ("fair_share", "fragmentation", "other")
 #: Table 2 bucket columns: our label -> column name (paper's CSV names).
 _T2_COLS = {"1": "gpus_1", "2-4": "gpus_2_4", "5-8": "gpus_5_8", ">8": "gpus_gt8"}
 PER_JOB_COLUMNS = (
@@ -67,8 +65,10 @@ PER_JOB_COLUMNS = (
     "wait_s",
     "fair_share_s",
     "fragmentation_s",
+    "capacity_s",
     "other_s",
     "cause",
+    "cause_paper",
     "cause_two_way",
 )
 
@@ -137,28 +137,27 @@ def _decompose(ctx: Context) -> pd.DataFrame:
     a = w["a_us"].to_numpy(np.int64)
     b = w["b_us"].to_numpy(np.int64)
     wait = np.maximum(b - a, 0) / 1e6
-    kinds = {k: np.zeros(len(w)) for k in WAIT_KINDS}
+    secs = np.zeros((len(w), len(WAIT_KINDS)))
     pos = np.flatnonzero(wait > 0)
     if len(pos):
         tl = ctx.cached(
             "timeline", lambda: clusterstate.build(ctx, int(a[pos].min()), int(b.max()))
         )
-        quotas = ctx.quotas
-        sub = w.iloc[pos]
-        for (vc, n), rows in sub.groupby(["vc", "n"], sort=True).indices.items():
-            idx = pos[rows]
-            fair = tl.vc_usage(str(vc)) + int(n) > quotas.get(str(vc), 0)
-            frag = ~fair & ~tl.fits(int(n))
-            kinds["fair_share"][idx] = tl.measure(fair, a[idx], b[idx])
-            kinds["fragmentation"][idx] = tl.measure(frag, a[idx], b[idx])
-        # Rounding of the integrals must not make "other" negative.
-        kinds["other"] = np.maximum(wait - kinds["fair_share"] - kinds["fragmentation"], 0.0)
+        secs = split_waits(
+            tl.steps,
+            w["vc"].to_numpy(object),
+            w["n"].to_numpy(np.int64),
+            a,
+            b,
+            tl.vc_usage,
+            ctx.quotas,
+        ).seconds()
     per = pd.DataFrame(
         {
             "job_id": w["job_id"],
             "initial": np.where(w["kind"] != "retry", wait, 0.0),
             "retry": np.where(w["kind"] == "retry", wait, 0.0),
-            **{f"{k}_s": v for k, v in kinds.items()},
+            **{f"{k}_s": secs[:, i] for i, k in enumerate(WAIT_KINDS)},
         }
     )
     g = per.groupby("job_id", sort=True).sum()
@@ -168,14 +167,24 @@ def _decompose(ctx: Context) -> pd.DataFrame:
     out = out.rename(columns={"initial": "queue_delay_s", "retry": "retry_wait_s"})
     out["wait_s"] = out["queue_delay_s"] + out["retry_wait_s"]
     out["gpu_bucket"] = gpu_bucket(out["num_gpus"].fillna(0).to_numpy())
-    secs = out[[f"{k}_s" for k in WAIT_KINDS]].to_numpy()
-    cause = np.array(WAIT_KINDS, dtype=object)[np.argmax(secs, axis=1)]
-    out["cause"] = np.where(out["wait_s"] > 0, cause, "none")
+    waited = out["wait_s"] > 0
+    out["cause"] = _main_cause(out, {k: (k,) for k in WAIT_KINDS}, waited)
+    paper_kinds = {k: tuple(c for c in WAIT_KINDS if PAPER_CAUSE[c] == k) for k in PAPER_KINDS}
+    out["cause_paper"] = _main_cause(out, paper_kinds, waited)
     # Schedulers that record two causes call every quota-left second fragmentation.
-    quota_left = out["fragmentation_s"] + out["other_s"]
-    two = np.where(out["fair_share_s"] >= quota_left, "fair_share", "fragmentation")
-    out["cause_two_way"] = np.where(out["wait_s"] > 0, two, "none")
+    two = {"fair_share": ("fair_share",), "fragmentation": WAIT_KINDS[1:]}
+    out["cause_two_way"] = _main_cause(out, two, waited)
     return out[list(PER_JOB_COLUMNS)].reset_index(drop=True)
+
+
+def _main_cause(
+    per: pd.DataFrame, groups: dict[str, tuple[str, ...]], waited: pd.Series
+) -> np.ndarray:
+    """The group of causes with the most seconds (ties: the first group), ``none`` for jobs
+    that never waited."""
+    secs = np.column_stack([per[[f"{c}_s" for c in cs]].sum(axis=1) for cs in groups.values()])
+    cause = np.array(list(groups), dtype=object)[np.argmax(secs, axis=1)]
+    return np.where(waited, cause, "none")
 
 
 def _delay_stats(delays_min: np.ndarray) -> dict[str, object]:
@@ -267,20 +276,6 @@ def _attempt_table(ctx: Context) -> ResultTable:
 
 def _table2(per: pd.DataFrame) -> list[ResultTable]:
     waiting = per[per["wait_s"] > 0]
-    # Jobs that ended in the queue before any attempt have no known GPU demand: a column of
-    # their own, so that each row's buckets add up to its "all".
-    unknown = waiting["gpu_bucket"].isna()
-    counts = []
-    for kind in WAIT_KINDS:
-        row: dict[str, object] = {"delay_type": kind}
-        for bucket, col in _T2_COLS.items():
-            row[col] = int(((waiting["cause"] == kind) & (waiting["gpu_bucket"] == bucket)).sum())
-            if col != "gpus_1":
-                row[f"paper_{col}"] = paper.lookup("table2", "delay_type", kind, col)
-        if unknown.any():
-            row["gpus_unknown"] = int(((waiting["cause"] == kind) & unknown).sum())
-        row["all"] = int((waiting["cause"] == kind).sum())
-        counts.append(row)
     secs = []
     for bucket in ("all", *BUCKET_LABELS):
         wb = waiting if bucket == "all" else waiting[waiting["gpu_bucket"] == bucket]
@@ -299,19 +294,53 @@ def _table2(per: pd.DataFrame) -> list[ResultTable]:
     return [
         ResultTable(
             "table2",
-            "Waiting jobs by main cause of their wait and GPU demand",
-            pd.DataFrame(counts),
+            "Waiting jobs by main cause of their wait and GPU demand, in the paper's two causes",
+            _cause_counts(waiting, "cause_paper", PAPER_KINDS, with_paper=True),
             paper="Table 2",
             description="A job counts under the cause that took most of its waiting time; "
+            "fragmentation here is the paper's: no placement free with quota left, i.e. our "
+            "fragmentation + capacity; other (no paper row): quota and a placement free; "
             "gpus_unknown (when present): jobs that ended in the queue, demand unknown.",
+        ),
+        ResultTable(
+            "table2_causes",
+            "Waiting jobs by main cause of their wait and GPU demand: fair-share, "
+            "fragmentation, capacity, other",
+            _cause_counts(waiting, "cause", WAIT_KINDS, with_paper=False),
+            description="fair_share: the VC at or past its quota; capacity: quota left, fewer "
+            "GPUs free in the whole cluster than the job needs; fragmentation: quota left, "
+            "enough GPUs free, none in a placement meeting the locality constraint; other: "
+            "quota and a placement free, yet the job waited.",
         ),
         ResultTable(
             "wait_seconds",
             "Share of waiting time by cause and GPU demand",
             pd.DataFrame(secs),
-            description="Seconds of each kind over all waits (first start and retries).",
+            description="Seconds of each cause over all waits (first start and retries).",
         ),
     ]
+
+
+def _cause_counts(
+    waiting: pd.DataFrame, column: str, kinds: tuple[str, ...], *, with_paper: bool
+) -> pd.DataFrame:
+    """Waiting jobs per cause (rows) and GPU bucket (columns, the paper's CSV names)."""
+    # Jobs that ended in the queue before any attempt have no known GPU demand: a column of
+    # their own, so that each row's buckets add up to its "all".
+    unknown = waiting["gpu_bucket"].isna()
+    counts = []
+    for kind in kinds:
+        is_kind = waiting[column] == kind
+        row: dict[str, object] = {"delay_type": kind}
+        for bucket, col in _T2_COLS.items():
+            row[col] = int((is_kind & (waiting["gpu_bucket"] == bucket)).sum())
+            if with_paper and col != "gpus_1":
+                row[f"paper_{col}"] = paper.lookup("table2", "delay_type", kind, col)
+        if unknown.any():
+            row["gpus_unknown"] = int((is_kind & unknown).sum())
+        row["all"] = int(is_kind.sum())
+        counts.append(row)
+    return pd.DataFrame(counts)
 
 
 def _notes(ctx: Context, sec: Section, per: pd.DataFrame) -> None:
@@ -350,7 +379,8 @@ def _notes(ctx: Context, sec: Section, per: pd.DataFrame) -> None:
     if tl is not None and tl.attempts_without_placements:
         sec.notes.append(
             f"{tl.attempts_without_placements:,} attempts have no placements: they count toward "
-            "their VC's usage but occupy no known server, so fragmentation is underestimated"
+            "their VC's usage but occupy no known server, so the free GPUs are overestimated "
+            "(capacity and fragmentation too low, other too high)"
         )
     _end_unknown_notes(ctx, sec, tl is not None)
 

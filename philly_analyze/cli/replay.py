@@ -133,7 +133,7 @@ def command(
     quiet: bool,
 ) -> None:
     """Replay a store's jobs through a simulated cluster under one or more scheduling
-    policies and compare them: JCT, queueing delay (fair-share vs fragmentation), GPU
+    policies and compare them: JCT, queueing delay (fair-share, fragmentation, capacity), GPU
     utilization, makespan, per-VC fairness, preemptions; and, for observed data, how far
     the replayed queueing delays are from the observed ones (fidelity_queue_median_abs_err_s)."""
     if list_policies:
@@ -179,12 +179,16 @@ def command(
 
 def _run_all(names: list[str], run: Any, out: Path | None, quiet: bool, console: Any) -> list:
     """Run each policy (``run(name) -> ReplayResult``), write its store under ``out``."""
+    from philly_analyze.progress import reporting, track
     from philly_analyze.sim.result import write_result_store
 
     results = []
     shown: set[str] = set()  # the same note (e.g. jobs left out) is printed once, not per policy
     for name in names:
-        res = run(name)
+        # A bar on stderr only (terminal, not --quiet): the engines report attempts ended, the
+        # sharing simulator jobs done.
+        with track(f"{name}: replaying", None, unit="count", quiet=quiet) as t, reporting(t):
+            res = run(name)
         target = None
         if out is not None:
             target = out if len(names) == 1 else out / name

@@ -123,19 +123,31 @@ def table2_causes(report: Report) -> Figure | None:
     from matplotlib.patches import Patch
 
     t2 = sec.frame("table2").set_index("delay_type")
+    # Our bar by the four causes; the paper's by its two (its fragmentation = ours + capacity).
+    mine = (
+        sec.frame("table2_causes").set_index("delay_type") if sec.has_table("table2_causes") else t2
+    )
     cols = [("gpus_1", "1"), ("gpus_2_4", "2-4"), ("gpus_5_8", "5-8"), ("gpus_gt8", ">8")]
     fig, axes = _fig(7.2, 3.6)
     ax = axes[0][0]
-    kinds = (("fair_share", "#1f77b4"), ("fragmentation", "#d62728"), ("other", "#bbbbbb"))
+    colors = {
+        "fair_share": "#1f77b4",
+        "fragmentation": "#d62728",
+        "capacity": "#ff9f40",
+        "other": "#bbbbbb",
+    }
+    kinds = [(k, colors[k]) for k in colors if k in mine.index]
     xt, xl = [], []
     waited = 0.0
     for i, (col, label) in enumerate(cols):
-        ours = np.array([float(t2.loc[k, col]) for k, _ in kinds])
+        ours = np.array([float(mine.loc[k, col]) for k, _ in kinds])
         waited += ours.sum()
         pcol = f"paper_{col}"
         pap_arr = np.array(
             [
-                float(t2.loc[k, pcol]) if pcol in t2.columns and pd.notna(t2.loc[k, pcol]) else 0.0
+                float(t2.loc[k, pcol])
+                if k in t2.index and pcol in t2.columns and pd.notna(t2.loc[k, pcol])
+                else 0.0
                 for k, _ in kinds
             ]
         )
@@ -160,7 +172,10 @@ def table2_causes(report: Report) -> Figure | None:
     ax.set_xticks(xt, xl)
     ax.set_ylabel("% of waiting jobs")
     ax.set_ylim(0, 100)
-    ax.set_xlabel("GPU demand; left bar computed, right bar (hatched) the paper's Table 2")
+    ax.set_xlabel(
+        "GPU demand; left bar computed, right bar (hatched) the paper's Table 2\n"
+        "(the paper's fragmentation counts our fragmentation and capacity)"
+    )
     # The legend names the colours whichever bars were drawn (proxies, never empty).
     handles = [Patch(color=c, label=k.replace("_", "-")) for k, c in kinds]
     title = "main cause" if waited > 0 else "main cause\n(no job waited\nin this store)"

@@ -25,18 +25,25 @@ rather than O(pending jobs); a pass is skipped when no pending demand fits in th
 
 from __future__ import annotations
 
+import gc
 import heapq
+from array import array
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from philly_analyze.progress import Tracker, current
 from philly_analyze.sim.cluster import FreeState, Placement
 from philly_analyze.sim.slowdown import SlowdownModel
 from philly_analyze.sim.workload import FAILED, Workload
 
-END, READY, TIMEOUT = 0, 1, 2
+END, READY = 0, 1
 INF = 1 << 62
+#: Progress is reported every 8,192 attempt ends (a bit mask: one AND per end).
+PROGRESS_EVERY = 8191
 
 
 @dataclass
@@ -58,34 +65,90 @@ class EngineConfig:
     retry_delay_us: int = 0
 
 
+#: Fields of a trace row, in order (``Trace.columns``).
+ROW_FIELDS = ("job", "attempt", "ready", "start", "end", "servers", "intrinsic")
+_W = len(ROW_FIELDS)
+
+
 @dataclass
 class Trace:
-    """What the engine did: one row per started attempt (or preempted segment).
+    """What the engine did: one row per started attempt (or preempted segment), kept in flat
+    machine-integer arrays (a million-job replay has over a million rows: tuples and lists per
+    row took ~0.5 kB each).
 
-    ``rows[i] = (job, attempt, ready, start, end, servers, intrinsic)`` where ``intrinsic``
-    is the useful work (us) done in that row; ``placement[i]`` its ``Placement``;
-    ``outcome[i]`` the replayed outcome code (workload codes, -1 unknown)."""
+    Row ``i`` is ``rows[7 i : 7 i + 7] = (job, attempt, ready, start, end, servers,
+    intrinsic)`` where ``intrinsic`` is the useful work (us) done in that row; its placement is
+    the segments (``seg``: row, server, GPUs; three integers each, in order) whose GPU indices
+    follow one another in ``seg_gpus``; ``outcome[i]`` the replayed outcome code (workload
+    codes, -1 unknown)."""
 
-    rows: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)
-    placement: list[Placement] = field(default_factory=list)
-    outcome: list[int] = field(default_factory=list)
+    rows: array = field(default_factory=lambda: array("q"))
+    seg: array = field(default_factory=lambda: array("q"))
+    seg_gpus: array = field(default_factory=lambda: array("h"))
+    outcome: array = field(default_factory=lambda: array("b"))
     #: Rows cut short by preemption.
     preempted: set[int] = field(default_factory=set)
-    #: VC usage changes (time, vc, delta GPUs), for the waiting-cause split.
-    usage: list[tuple[int, int, int]] = field(default_factory=list)
     #: Jobs that never started, and jobs cut short by max_retries.
     unscheduled: list[int] = field(default_factory=list)
     truncated: set[int] = field(default_factory=set)
     preemptions: int = 0
 
+    def __len__(self) -> int:
+        return len(self.outcome)
+
     def record_start(
         self, j: int, k: int, ready: int, now: int, end: int, pl: Placement, intr: int
     ) -> int:
         """Append a started row; returns its index."""
-        self.rows.append((j, k, ready, now, end, len(pl), intr))
-        self.placement.append(pl)
+        row = len(self.outcome)
+        self.rows.extend((j, k, ready, now, end, len(pl), intr))
+        for m, g in pl:
+            self.seg.extend((row, m, len(g)))
+            self.seg_gpus.extend(g)
         self.outcome.append(-1)
-        return len(self.rows) - 1
+        return row
+
+    def end_of(self, row: int) -> int:
+        return self.rows[_W * row + 4]
+
+    def cut(self, row: int, end: int, intrinsic: int) -> None:
+        """End a row early (preemption) with the useful work it did."""
+        self.rows[_W * row + 4] = end
+        self.rows[_W * row + 6] = intrinsic
+
+    def columns(self) -> np.ndarray:
+        """The rows as a (7, rows) int64 array (``ROW_FIELDS``), without a copy."""
+        return np.frombuffer(self.rows, np.int64).reshape(-1, _W).T
+
+    def segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Placement segments as arrays: (row, server, GPUs), and every GPU index in order."""
+        seg = np.frombuffer(self.seg, np.int64).reshape(-1, 3).T
+        return seg[0], seg[1], seg[2], np.frombuffer(self.seg_gpus, np.int16)
+
+    def placements(self) -> list[Placement]:
+        """Each row's placement as ``[(server, [gpu indices])]`` (for checks; slow)."""
+        out: list[Placement] = [[] for _ in range(len(self))]
+        row, server, n, gpus = self.segments()
+        at = 0
+        for r, m, k in zip(row.tolist(), server.tolist(), n.tolist(), strict=True):
+            out[r].append((m, gpus[at : at + k].tolist()))
+            at += k
+        return out
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: an engine allocates millions of tuples, lists and
+    dicts that form no cycles, and the collector would scan every live one again and again
+    (a quarter of a saturated million-job replay's time). Reference counting still frees
+    everything; the collector runs again on exit."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def intrinsic_durations(wl: Workload, model: SlowdownModel) -> np.ndarray:
@@ -122,6 +185,18 @@ class BaseEngine:
     def run(self) -> Trace:
         raise NotImplementedError
 
+    @property
+    def planned(self) -> int:
+        """Attempts the engine will run if every job starts."""
+        return len(self.last_att) + sum(self.last_att)
+
+    def progress_start(self) -> Tracker:
+        """The caller's progress tracker (``progress.current``), told the total: attempts to
+        run. Engines report attempt ends every ``PROGRESS_EVERY + 1``."""
+        tracker = current()
+        tracker.update(completed=0, total=self.planned)
+        return tracker
+
 
 class QueueEngine(BaseEngine):
     """One run of a queue-based policy over a workload (see module docstring)."""
@@ -148,6 +223,7 @@ class QueueEngine(BaseEngine):
         self.seq = len(wl)
         self.running: dict[int, tuple[int, Placement]] = {}
         self.rack = fs.rack
+        self.one_rack = len(set(fs.rack)) <= 1
         #: Index of the attempt of each job that started last (-1: none yet).
         self.started = [-1] * len(wl)
         #: Locality wait of each job (us).
@@ -162,9 +238,22 @@ class QueueEngine(BaseEngine):
         ai = 0
         inf = 1 << 62
         jwait = self.jwait
-        while ai < nj or heap:
-            t_arr = submit[ai] if ai < nj else inf
-            now = heap[0][0] if heap and heap[0][0] < t_arr else t_arr
+        # Locality timeouts: with one wait for every job they are due in the order they are
+        # made (ready time + a constant), so a FIFO holds them (a saturated replay makes one
+        # per waiting attempt); per-job waits (locality_wait_spread) need a heap of their own.
+        uniform = self.cfg.locality_wait_by_job is None
+        timeouts: deque[tuple[int, int, int]] = deque()
+        theap: list[tuple[int, int, int]] = []
+        started = self.started
+        tracker, ends = self.progress_start(), 0
+        while ai < nj or heap or timeouts or theap:
+            now = submit[ai] if ai < nj else inf
+            if heap and heap[0][0] < now:
+                now = heap[0][0]
+            if timeouts and timeouts[0][0] < now:
+                now = timeouts[0][0]
+            if theap and theap[0][0] < now:
+                now = theap[0][0]
             ready: list[tuple[int, int, int, int]] = []
             touched = False
             while heap and heap[0][0] == now:
@@ -172,10 +261,18 @@ class QueueEngine(BaseEngine):
                 if kind == END:
                     self._end(j, k, now, ready)
                     touched = True
-                elif kind == READY:
+                    ends += 1
+                    if not ends & PROGRESS_EVERY:
+                        tracker.update(completed=ends)
+                else:  # READY
                     ready.append((now, seq, j, k))
-                else:  # TIMEOUT: only matters if the attempt still waits
-                    touched = True
+            while timeouts and timeouts[0][0] == now:
+                _, j, k = timeouts.popleft()
+                # Only matters if the attempt still waits (it may now be placed relaxed).
+                touched = touched or started[j] != k
+            while theap and theap[0][0] == now:
+                _, j, k = heapq.heappop(theap)
+                touched = touched or started[j] != k
             while ai < nj and submit[ai] == now:
                 ready.append((now, ai, ai, 0))
                 ai += 1
@@ -200,22 +297,29 @@ class QueueEngine(BaseEngine):
                     self._enqueue(item)
                 touched = False
             elif ready:
-                ready.sort()
+                if len(ready) > 1:
+                    ready.sort()
                 for item in ready:
                     self._enqueue(item)
                 touched = True
-            if touched and self.npending and self.fs.free_total >= min(self.pending_by_n):
-                self._pass(now)
+            if touched and self.npending:
+                free = self.fs.free_total
+                # Saturated clusters free a few GPUs at a time: skip the pass cheaply when
+                # no pending demand fits.
+                if free and (1 in self.pending_by_n or free >= min(self.pending_by_n)):
+                    self._pass(now)
             if ready:
                 # Locality timeouts only for attempts the pass could not start.
-                started = self.started
                 for r, _, j, k in ready:
                     if started[j] != k and jwait[j] > 0:
-                        self.seq += 1
-                        heapq.heappush(heap, (r + jwait[j], TIMEOUT, self.seq, j, k))
+                        if uniform:
+                            timeouts.append((r + jwait[j], j, k))
+                        else:
+                            heapq.heappush(theap, (r + jwait[j], j, k))
         for v in self.pending:
             for q in v.values():
                 self.trace.unscheduled.extend(item[2] for item in q)
+        tracker.update(completed=self.planned)
         return self.trace
 
     def _enqueue(self, item: tuple[int, int, int, int]) -> None:
@@ -239,7 +343,6 @@ class QueueEngine(BaseEngine):
         v = self.vc[j]
         self.used[v] -= n
         tr = self.trace
-        tr.usage.append((now, v, -n))
         last = self.last_att[j]
         oc = self.outcome_code[self.ptr[j] + k]
         if k < last:
@@ -380,18 +483,21 @@ class QueueEngine(BaseEngine):
         if len(pl) == 1:
             f = 1.0
         else:
-            racks = len({self.rack[m] for m, _ in pl})
+            racks = 1 if self.one_rack else len({self.rack[m] for m, _ in pl})
             f = self.model.factor(n, len(pl), racks)
         dur = round(intr * f)
         end = now + dur
         tr = self.trace
-        row = len(tr.rows)
-        tr.rows.append((j, k, ready, now, end, len(pl), intr))
-        tr.placement.append(pl)
+        row = len(tr.outcome)
+        tr.rows.extend((j, k, ready, now, end, len(pl), intr))
+        seg = tr.seg
+        gpus = tr.seg_gpus
+        for m, g in pl:
+            seg.extend((row, m, len(g)))
+            gpus.extend(g)
         tr.outcome.append(-1)
         self.running[j] = (row, pl)
         self.started[j] = k
         self.used[v] += n
-        tr.usage.append((now, v, n))
         self.seq += 1
         heapq.heappush(self.heap, (end, END, self.seq, j, k))

@@ -1,16 +1,20 @@
 """Comparison metrics of a replay and the true waiting causes, vectorised with numpy.
 
 Waiting causes (the scheduler's ground truth, checked against the report's reconstruction):
-an attempt waiting between its ready time and its start waits for
+an attempt waiting between its ready time and its start waits, moment by moment, for one of
+``waitcause.CAUSES``, by the one definition of ``philly_analyze.waitcause`` applied to the
+replayed cluster: ``fair_share`` while its VC's GPUs in use plus its demand exceed the VC's
+quota; else ``capacity`` while fewer GPUs than its demand are free in the whole cluster (other
+VCs hold them, borrowed or not); else ``fragmentation`` while that many are free but no
+placement meeting the locality constraint is; else ``other`` (a placement was free and the
+quota allowed it, yet it waited: head-of-line blocking under ``fifo``). Policies without quotas
+(fifo, las, srtf) have no fair-share waits.
 
-- ``fair_share`` while its VC's GPUs in use plus its demand exceed the VC's quota (the quota
-  is used up; the policy found no idle capacity it could borrow, or it would have started);
-- ``fragmentation`` while the quota has room for it, so what is missing is a placement that
-  meets the locality constraint (``locality.fits_strict``; relaxed after the locality wait).
-
-The cause is a function of the VC's usage over time, so it is computed after the run from the
-usage log by splitting each waiting interval where usage crosses ``quota - demand``. Policies
-without quotas (fifo, las, srtf) have an unbounded quota: every wait is fragmentation.
+The causes are a function of the schedule, so they are computed after the run from its rows
+(start, end, placement): the cluster's free GPUs and each VC's usage as step functions
+(``waitcause.build_steps``), then each wait measured per cause with its consecutive pieces of
+one cause merged (``waitcause.split_waits``): one row per (attempt, cause), whatever the
+number of times the cause changed, with the exact total seconds.
 """
 
 from __future__ import annotations
@@ -20,7 +24,17 @@ from typing import Any
 
 import numpy as np
 
-CAUSES = ("fair_share", "fragmentation")
+from philly_analyze.waitcause import (
+    CAUSES,
+    Steps,
+    WaitSplit,
+    build_steps,
+    server_events,
+    sorted_unique,
+    step_index,
+    usage_steps,
+)
+from philly_analyze.waitcause import split_waits as _split_waits
 
 #: Metric keys, in display order, with what they mean (docs/replay.md lists the same).
 METRICS: dict[str, str] = {
@@ -36,9 +50,13 @@ METRICS: dict[str, str] = {
     "queue_p50_s": "queueing delay median",
     "queue_p95_s": "queueing delay 95th percentile",
     "queue_p99_s": "queueing delay 99th percentile",
-    "fair_share_delay_s": "total waiting time attributed to fair share (quota used)",
-    "fragmentation_delay_s": "total waiting time attributed to fragmentation (no placement)",
-    "fair_share_delay_frac": "fair share / (fair share + fragmentation) waiting time",
+    "fair_share_delay_s": "total waiting time attributed to fair share (VC at its quota)",
+    "fragmentation_delay_s": "total waiting time attributed to fragmentation (enough GPUs "
+    "free, no placement meeting the locality constraint)",
+    "capacity_delay_s": "total waiting time attributed to capacity (quota left, fewer GPUs "
+    "free in the cluster than the demand)",
+    "other_delay_s": "total waiting time with quota and a placement free (head-of-line blocking)",
+    "fair_share_delay_frac": "fair share / all waiting time",
     "gpu_util_allocated_pct": "GPU-time allocated / (cluster GPUs x makespan)",
     "gpu_util_effective_pct": "GPU-time of useful work (locality slowdown removed) / same",
     "makespan_s": "last end - first submit",
@@ -58,69 +76,57 @@ METRIC_ALIASES: dict[str, str] = {
 }
 
 
+def cluster_steps(
+    sizes: np.ndarray,
+    rack: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    seg_row: np.ndarray,
+    seg_server: np.ndarray,
+    seg_gpus: np.ndarray,
+) -> tuple[Steps, np.ndarray, np.ndarray]:
+    """The replayed cluster's state over time: rows ``[start, end)`` hold ``seg_gpus`` GPUs
+    of server ``seg_server`` for each placement segment of row ``seg_row``. Also returns the
+    step each row starts and ends at."""
+    held = end > start
+    times = sorted_unique(np.concatenate([start[held], end[held]]))
+    s_idx, e_idx = step_index(times, start), step_index(times, end)
+    ev = server_events(seg_server, s_idx[seg_row], e_idx[seg_row], seg_gpus)
+    return build_steps(times, sizes, rack, *ev), s_idx, e_idx
+
+
 def waiting_causes(
+    steps: Steps,
     ready: np.ndarray,
     start: np.ndarray,
+    s_idx: np.ndarray,
+    e_idx: np.ndarray,
     vc: np.ndarray,
     demand: np.ndarray,
     quota: np.ndarray | None,
-    use_t: np.ndarray,
-    use_vc: np.ndarray,
-    use_d: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Split waiting intervals ``[ready, start)`` by cause.
+) -> WaitSplit:
+    """Split each row's wait ``[ready, start)`` by cause (``WaitSplit`` with first/last).
+    ``s_idx``/``e_idx``: the steps each row starts and ends at (``cluster_steps``): rows also
+    make up the VCs' usage; ``vc``/``demand``: each row's VC index and GPUs; ``quota[v]`` per
+    VC, None without quotas."""
+    if quota is None:
+        return _split_waits(steps, vc, demand, ready, start, _no_usage, None, with_bounds=True)
+    held = e_idx > s_idx
+    order = np.argsort(vc, kind="stable")
+    order = order[held[order]]
+    cuts = np.searchsorted(vc[order], np.arange(len(quota) + 1))
 
-    Returns (row, piece_start, piece_end, cause_code) where row indexes the inputs and
-    cause_code indexes ``CAUSES``. ``quota[v]`` per VC (None: no quotas)."""
-    waiting = np.flatnonzero(start > ready)
-    if quota is None or len(waiting) == 0:
-        return waiting, ready[waiting], start[waiting], np.ones(len(waiting), np.int8)
-    out_r, out_s, out_e, out_c = [], [], [], []
-    order = np.argsort(use_t, kind="stable")
-    ut, uv, ud = use_t[order], use_vc[order], use_d[order]
-    for v in np.unique(vc[waiting]):
-        rows_v = waiting[vc[waiting] == v]
-        sel = uv == v
-        t_v = ut[sel]
-        cum = np.cumsum(ud[sel])
-        # Usage after all changes at a timestamp: keep the last change of each time.
-        if len(t_v):
-            last = np.r_[t_v[1:] != t_v[:-1], True]
-            t_v, cum = t_v[last], cum[last]
-        for n in np.unique(demand[rows_v]):
-            rows = rows_v[demand[rows_v] == n]
-            exhausted = (cum + n > quota[v]).astype(np.int8)
-            # State changes only.
-            if len(exhausted):
-                flip = np.r_[True, exhausted[1:] != exhausted[:-1]]
-                ft, fs = t_v[flip], exhausted[flip]
-            else:
-                ft, fs = t_v, exhausted
-            s, e = ready[rows], start[rows]
-            i0 = np.searchsorted(ft, s, side="right")
-            i1 = np.searchsorted(ft, e, side="left")
-            pieces = 1 + np.maximum(i1 - i0, 0)
-            rep = np.repeat(np.arange(len(rows)), pieces)
-            k = np.arange(len(rep)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
-            bidx = i0[rep] + k - 1  # boundary index before this piece (-1: none)
-            p_start = np.where(k == 0, s[rep], ft[np.clip(bidx, 0, None)] if len(ft) else 0)
-            nxt = i0[rep] + k
-            is_last = k == pieces[rep] - 1
-            p_end = np.where(is_last, e[rep], ft[np.clip(nxt, 0, len(ft) - 1)] if len(ft) else 0)
-            state0 = int(n > quota[v])  # before the VC's first start its usage is 0
-            state = np.where(bidx >= 0, fs[np.clip(bidx, 0, None)] if len(fs) else 0, state0)
-            out_r.append(rows[rep])
-            out_s.append(p_start)
-            out_e.append(p_end)
-            out_c.append(np.where(state == 1, 0, 1).astype(np.int8))
-    r = np.concatenate(out_r)
-    o = np.argsort(r, kind="stable")
-    return (
-        r[o],
-        np.concatenate(out_s)[o],
-        np.concatenate(out_e)[o],
-        np.concatenate(out_c)[o],
-    )
+    def usage_of(v: int) -> np.ndarray:
+        rows = order[cuts[v] : cuts[v + 1]] if 0 <= v < len(quota) else order[:0]
+        t = np.concatenate([s_idx[rows], e_idx[rows]])
+        return usage_steps(steps, t, np.concatenate([demand[rows], -demand[rows]]))
+
+    quotas = {v: int(q) for v, q in enumerate(quota)}
+    return _split_waits(steps, vc, demand, ready, start, usage_of, quotas, with_bounds=True)
+
+
+def _no_usage(v: int) -> np.ndarray:
+    raise AssertionError("no quotas: usage is never asked for")
 
 
 def _pct(x: np.ndarray, q: float) -> float:
@@ -137,14 +143,14 @@ def compute_metrics(
     row_start: np.ndarray,
     row_end: np.ndarray,
     row_intrinsic: np.ndarray,
-    wait_cause: np.ndarray,
-    wait_len: np.ndarray,
+    wait_us: np.ndarray,
     total_gpus: int,
     unscheduled: int,
     preemptions: int,
     obs_start: np.ndarray | None,
 ) -> tuple[dict[str, Any], dict[int, dict[str, float]]]:
-    """The flat metrics dict (seconds; see ``METRICS``) and per-VC figures."""
+    """The flat metrics dict (seconds; see ``METRICS``) and per-VC figures. ``wait_us``:
+    microseconds of waiting per row (or any grouping) and cause, columns in ``CAUSES`` order."""
     us = 1e6
     jct = (last_end - submit) / us
     queue = (first_start - submit) / us
@@ -162,11 +168,12 @@ def compute_metrics(
         "queue_p95_s": _pct(queue, 95),
         "queue_p99_s": _pct(queue, 99),
     }
-    fs = float(wait_len[wait_cause == 0].sum()) / us
-    fr = float(wait_len[wait_cause == 1].sum()) / us
-    m["fair_share_delay_s"] = fs
-    m["fragmentation_delay_s"] = fr
-    m["fair_share_delay_frac"] = fs / (fs + fr) if fs + fr > 0 else 0.0
+    # Integer microseconds per cause: the totals are exact whatever the merging of pieces.
+    by_cause = wait_us.sum(axis=0) if len(wait_us) else np.zeros(len(CAUSES), np.int64)
+    for c, total in zip(CAUSES, by_cause.tolist(), strict=True):
+        m[f"{c}_delay_s"] = total / us
+    all_wait = int(by_cause.sum())
+    m["fair_share_delay_frac"] = int(by_cause[0]) / all_wait if all_wait else 0.0
     span = (float(row_end.max()) - float(submit.min())) / us if len(row_end) else 0.0
     cap = total_gpus * span
     alloc = float((row_gpus * (row_end - row_start)).sum()) / us

@@ -19,8 +19,9 @@ from bisect import bisect_left, insort
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from philly_analyze.progress import NullTracker, Tracker
 from philly_analyze.sim.cluster import FreeState, Placement
-from philly_analyze.sim.engine import BaseEngine, Trace
+from philly_analyze.sim.engine import PROGRESS_EVERY, BaseEngine, Trace
 from philly_analyze.sim.slowdown import SlowdownModel
 from philly_analyze.sim.workload import FAILED, Workload
 
@@ -73,6 +74,9 @@ class PreemptiveEngine(BaseEngine):
         self.running: dict[int, tuple[int, Placement, int, float]] = {}
         self.heap: list[tuple[int, int, int, int, int]] = []
         self.seq = 0
+        #: Progress: the caller's tracker and the attempt ends so far (set by ``run``).
+        self.tracker: Tracker = NullTracker()
+        self.ends = 0
 
     # ------------------------------------------------------------------ helpers for keys
     def remaining_total(self, j: int, now: int) -> int:
@@ -98,6 +102,7 @@ class PreemptiveEngine(BaseEngine):
         ai = 0
         heap = self.heap
         inf = 1 << 62
+        self.tracker, self.ends = self.progress_start(), 0
         while ai < nj or heap:
             t_arr = self.submit[ai] if ai < nj else inf
             now = heap[0][0] if heap and heap[0][0] < t_arr else t_arr
@@ -118,6 +123,7 @@ class PreemptiveEngine(BaseEngine):
                 ai += 1
             self._schedule(now)
         self.trace.unscheduled.extend(sorted(self.waiting))
+        self.tracker.update(completed=self.planned)
         return self.trace
 
     def _ready(self, j: int, now: int) -> None:
@@ -141,12 +147,14 @@ class PreemptiveEngine(BaseEngine):
         self.attained[j] += (now - start) * self.gpus[j]
         done = round((now - start) / f)
         self.rem[j] = max(0, self.rem[j] - done)
-        r = self.trace.rows[row]
-        self.trace.rows[row] = (*r[:4], now, r[5], done)
+        self.trace.cut(row, now, done)
         return row
 
     def _end(self, j: int, now: int) -> None:
         row = self._stop(j, now)
+        self.ends += 1
+        if not self.ends & PROGRESS_EVERY:
+            self.tracker.update(completed=self.ends)
         tr = self.trace
         k = self.k[j]
         if k < self.last_att[j]:
@@ -238,6 +246,6 @@ class PreemptiveEngine(BaseEngine):
         if nxt is not None:
             n = self.gpus[j]
             t_cross = now + -(-(nxt - a) // n)
-            end = self.trace.rows[self.running[j][0]][4]
+            end = self.trace.end_of(self.running[j][0])
             if t_cross < end:
                 self._push(t_cross, DEMOTE, j)

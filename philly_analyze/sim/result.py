@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +15,12 @@ import pyarrow as pa
 
 from philly_analyze import schemas
 from philly_analyze.errors import UserError
-from philly_analyze.sim.cluster import Cluster, Placement
+from philly_analyze.sim.cluster import Cluster
 from philly_analyze.sim.engine import Trace
-from philly_analyze.sim.metrics import CAUSES, compute_metrics, waiting_causes
+from philly_analyze.sim.metrics import cluster_steps, compute_metrics, waiting_causes
 from philly_analyze.sim.workload import NO_VC, Workload
 from philly_analyze.vcquota import STORE_QUOTA_FILE, write_quotas
+from philly_analyze.waitcause import CAUSES, WaitSplit
 
 SOURCE = "replay"
 #: Job status from the outcome of its last attempt.
@@ -34,6 +34,7 @@ WAITING_SCHEMA = pa.schema(
         ("attempt_idx", pa.int32()),
         ("start", schemas.UTC_TS),
         ("end", schemas.UTC_TS),
+        ("seconds", pa.float64()),
         ("cause", pa.string()),
     ]
 )
@@ -45,7 +46,9 @@ class ReplayResult:
 
     ``jobs``/``attempts``/``placements``/``machines``: Arrow tables conforming to
     ``philly_analyze.schemas`` (physical schemas, source ``replay``). ``waiting``: the true
-    waiting intervals (job_id, attempt_idx, start, end, cause in ``CAUSES``). ``metrics``: the
+    waiting causes, one row per attempt that waited and cause (``waitcause.CAUSES``): job_id,
+    attempt_idx, start (first moment of that cause), end (end of its last piece), seconds
+    (its total: less than end - start when other causes came in between), cause. ``metrics``: the
     flat comparison dict (``metrics.METRICS``). ``per_vc``: per-VC jobs, mean queueing delay,
     mean JCT, service ratio. ``quotas``: the VC quotas used ({} without quotas)."""
 
@@ -93,9 +96,8 @@ def build_result(
     notes: list[str],
 ) -> ReplayResult:
     """Turn an engine trace into tables and metrics (vectorised)."""
-    nrow = len(trace.rows)
-    cols = _int_columns(trace.rows, 7)
-    job, _, ready, start, end, servers, intrinsic = cols
+    nrow = len(trace)
+    job, _, ready, start, end, servers, intrinsic = trace.columns()
     # Output attempt index: rank of the row among its job's rows (rows are in start order).
     order = np.lexsort((start, job))
     sj = job[order]
@@ -105,39 +107,41 @@ def build_result(
     )
     att_idx = np.empty(nrow, np.int64)
     att_idx[order] = np.arange(nrow) - group_start
-    ids = wl.job_ids
+    # Strings: made once, then taken by index in Arrow (not one Python object per row).
+    ids = pa.array(wl.job_ids, pa.string())
     gpus = wl.num_gpus[job]
     outcome_codes = np.asarray(trace.outcome, dtype=np.int64)
-    outcome_names = np.array([*schemas.ATTEMPT_OUTCOMES, None], dtype=object)
-    outcome = outcome_names[
-        np.where(outcome_codes < 0, len(schemas.ATTEMPT_OUTCOMES), outcome_codes)
-    ]
+    unknown = len(schemas.ATTEMPT_OUTCOMES)
+    outcome_codes = np.where(outcome_codes < 0, unknown, outcome_codes)
     if trace.preempted:
-        outcome[np.fromiter(trace.preempted, np.int64, len(trace.preempted))] = "killed"
+        killed = schemas.ATTEMPT_OUTCOMES.index("killed")
+        outcome_codes[np.fromiter(trace.preempted, np.int64, len(trace.preempted))] = killed
+    outcome = pa.array([*schemas.ATTEMPT_OUTCOMES, None], pa.string()).take(outcome_codes)
     attempts = schemas.conform(
         "attempts",
         {
-            "job_id": pa.array(ids[job], pa.string()),
+            "job_id": ids.take(job),
             "attempt_idx": pa.array(att_idx, pa.int32()),
             "start_time": _ts(start),
             "end_time": _ts(end),
             "num_gpus": pa.array(gpus, pa.int32()),
             "num_machines": pa.array(servers, pa.int32()),
             "duration_s": pa.array((end - start) / 1e6, pa.float64()),
-            "outcome": pa.array(outcome, pa.string()),
-            "source": pa.array([SOURCE] * nrow, pa.string()),
+            "outcome": outcome,
+            "source": _source(nrow),
         },
     )
-    pl_row, pl_machine, pl_gpu = _flatten_placements(trace.placement)
-    mids = np.asarray(cluster.machine_ids, dtype=object)
+    seg_row, seg_server, seg_gpus, pl_gpu = trace.segments()
+    pl_row = np.repeat(seg_row, seg_gpus)
+    pl_machine = np.repeat(seg_server, seg_gpus)
     placements = schemas.conform(
         "placements",
         {
-            "job_id": pa.array(ids[job[pl_row]], pa.string()),
+            "job_id": ids.take(job[pl_row]),
             "attempt_idx": pa.array(att_idx[pl_row], pa.int32()),
-            "machine_id": pa.array(mids[pl_machine], pa.string()),
+            "machine_id": pa.array(cluster.machine_ids, pa.string()).take(pl_machine),
             "gpu_idx": pa.array(pl_gpu, pa.int16()),
-            "source": pa.array([SOURCE] * len(pl_row), pa.string()),
+            "source": _source(len(pl_row)),
         },
     )
     # Per job: first start / last end (rows sorted by job then start).
@@ -150,9 +154,10 @@ def build_result(
     status = np.array([None] * len(wl), dtype=object)
     if wl.status:
         status[:] = wl.status
-    last_status = np.array(
-        [STATUS_OF_OUTCOME.get(o) if o else None for o in outcome[last_row]], dtype=object
+    status_of = np.array(
+        [STATUS_OF_OUTCOME.get(o) for o in [*schemas.ATTEMPT_OUTCOMES, None]], dtype=object
     )
+    last_status = status_of[outcome_codes[last_row]]
     keep = last_status != None  # noqa: E711 (elementwise)
     status[ran[keep]] = last_status[keep]
     # The input's flags (e.g. attempts_unknown of job-list jobs) and the replay's own.
@@ -167,7 +172,7 @@ def build_result(
     jobs = schemas.conform(
         "jobs",
         {
-            "job_id": pa.array(ids, pa.string()),
+            "job_id": ids,
             "vc": pa.array(vc_names[np.where(wl.vc < 0, len(wl.vc_names), wl.vc)], pa.string()),
             "user_id": pa.array(
                 user_names[np.where(wl.user < 0, len(wl.user_names), wl.user)], pa.string()
@@ -176,31 +181,17 @@ def build_result(
             "submit_time": _ts(wl.submit_us),
             "num_gpus": pa.array(wl.num_gpus, pa.int32()),
             "flags": pa.array(flags, pa.list_(pa.string())),
-            "source": pa.array([SOURCE] * len(wl), pa.string()),
+            "source": _source(len(wl)),
         },
     )
     # True waiting causes.
-    usage = _int_columns(trace.usage, 3)
     row_vc = wl.vc[job] if quota_by_vc is not None else np.zeros(nrow, np.int64)
     qarr = np.asarray(quota_by_vc, dtype=np.int64) if quota_by_vc is not None else None
-    w_row, w_s, w_e, w_c = waiting_causes(
-        ready,
-        start,
-        row_vc,
-        gpus,
-        qarr,
-        *usage,
+    steps, s_idx, e_idx = cluster_steps(
+        cluster.gpus, cluster.rack, start, end, seg_row, seg_server, seg_gpus
     )
-    waiting = pa.Table.from_arrays(
-        [
-            pa.array(ids[job[w_row]], pa.string()),
-            pa.array(att_idx[w_row], pa.int32()),
-            _ts(w_s),
-            _ts(w_e),
-            pa.array(np.asarray(CAUSES, dtype=object)[w_c], pa.string()),
-        ],
-        schema=WAITING_SCHEMA,
-    )
+    split = waiting_causes(steps, ready, start, s_idx, e_idx, row_vc, gpus, qarr)
+    waiting = _waiting_table(split, ids, job, att_idx)
     metrics, per_vc = compute_metrics(
         submit=wl.submit_us[ran],
         first_start=first_start,
@@ -210,8 +201,7 @@ def build_result(
         row_start=start,
         row_end=end,
         row_intrinsic=intrinsic,
-        wait_cause=w_c,
-        wait_len=w_e - w_s,
+        wait_us=split.us,
         total_gpus=cluster.total_gpus,
         unscheduled=len(trace.unscheduled),
         preemptions=trace.preemptions,
@@ -249,30 +239,26 @@ def build_result(
     )
 
 
-def _int_columns(rows: list[tuple[int, ...]], width: int) -> np.ndarray:
-    """A list of equal-length int tuples as a (width, len) array (fromiter: no per-row
-    objects)."""
-    flat = np.fromiter(chain.from_iterable(rows), np.int64, len(rows) * width)
-    return flat.reshape(len(rows), width).T
+def _source(n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(SOURCE, pa.string()), n)
 
 
-def _flatten_placements(pls: list[Placement]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row, server, gpu) arrays, one entry per allocated GPU."""
-    seg_row: list[int] = []
-    seg_server: list[int] = []
-    seg_len: list[int] = []
-    gpus: list[int] = []
-    for r, pl in enumerate(pls):
-        for m, g in pl:
-            seg_row.append(r)
-            seg_server.append(m)
-            seg_len.append(len(g))
-            gpus += g
-    k = np.asarray(seg_len, dtype=np.int64)
-    return (
-        np.repeat(np.asarray(seg_row, dtype=np.int64), k),
-        np.repeat(np.asarray(seg_server, dtype=np.int64), k),
-        np.asarray(gpus, dtype=np.int64),
+def _waiting_table(
+    split: WaitSplit, ids: pa.Array, job: np.ndarray, att_idx: np.ndarray
+) -> pa.Table:
+    """One row per (row that waited, cause), in row order then ``CAUSES`` order."""
+    assert split.first is not None and split.last is not None
+    r, c = np.nonzero(split.us > 0)
+    return pa.Table.from_arrays(
+        [
+            ids.take(job[r]),
+            pa.array(att_idx[r], pa.int32()),
+            _ts(split.first[r, c]),
+            _ts(split.last[r, c]),
+            pa.array(split.us[r, c] / 1e6, pa.float64()),
+            pa.array(np.asarray(CAUSES, dtype=object)[c], pa.string()),
+        ],
+        schema=WAITING_SCHEMA,
     )
 
 

@@ -225,22 +225,16 @@ class Workload:
         ptr = np.r_[first, t.num_rows].astype(np.int64)
         take = pa.array(first)
         jobs = {c: t.column(c).take(take) for c in ("job_id", "vc", "user_id", "status", "flags")}
-        vc_codes, vc_names = _codes(jobs["vc"].to_pylist(), NO_VC)
-        user_codes, user_names = _codes(jobs["user_id"].to_pylist(), None)
-        outcome = np.array(
-            [
-                OUTCOME_CODE.get(o, -1) if o is not None else -1
-                for o in t.column("outcome").to_pylist()
-            ],
-            dtype=np.int8,
-        )
+        vc_codes, vc_names = _arrow_codes(jobs["vc"], NO_VC)
+        user_codes, user_names = _arrow_codes(jobs["user_id"], None)
+        outcome = _index_in(t.column("outcome"), ATTEMPT_OUTCOMES).astype(np.int8)
 
         def col(name: str, idx: np.ndarray | None = None) -> np.ndarray:
             arr = t.column(name).to_numpy()
             return arr[idx] if idx is not None else arr
 
         wl = cls(
-            np.asarray(jobs["job_id"].to_pylist(), dtype=object),
+            jobs["job_id"].to_numpy(zero_copy_only=False).astype(object),
             col("submit_us", first).astype(np.int64),
             vc_codes,
             vc_names,
@@ -272,6 +266,25 @@ class Workload:
                 "no GPUs, or no attempt with a duration)"
             )
         return wl
+
+
+def _index_in(arr: pa.ChunkedArray, names: Sequence[str]) -> np.ndarray:
+    """Position of each value in ``names`` (-1: null or not there), vectorised."""
+    import pyarrow.compute as pc
+
+    idx = pc.index_in(arr, value_set=pa.array(list(names), pa.string()))
+    return np.asarray(pc.fill_null(idx, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _arrow_codes(arr: pa.ChunkedArray, fill: str | None) -> tuple[np.ndarray, tuple[str, ...]]:
+    """``_codes`` of an Arrow column without a Python object per value (a million jobs)."""
+    import pyarrow.compute as pc
+
+    arr = pc.cast(arr, pa.string())
+    if fill is not None:
+        arr = pc.fill_null(arr, fill)
+    names = tuple(sorted(pc.unique(arr).drop_null().to_pylist()))
+    return _index_in(arr, names), names
 
 
 def _codes(values: Sequence[Any], fill: str | None) -> tuple[np.ndarray, tuple[str, ...]]:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from philly_analyze.synth.cluster import SynthCluster
-from philly_analyze.synth.schedule import CAUSES, Schedule, vc_quotas
+from philly_analyze.synth.schedule import Schedule, split_causes, vc_quotas
 from philly_analyze.synth.workload import A_FAILED, A_KILLED, A_PASSED, Workload
 
 _OUTCOMES = {A_PASSED: "passed", A_KILLED: "killed", A_FAILED: "failed"}
@@ -66,7 +66,7 @@ class ReplayScheduler:
         )
         quotas = vc_quotas(wl, cluster)
         res = simulate(swl, scl, "philly", quotas, self.params, seed)
-        return _to_schedule(res, wl, cluster, quotas, self.name)
+        return _to_schedule(res, wl, cluster, quotas, self.name, horizon)
 
 
 def _job_index(col: Any) -> np.ndarray:
@@ -84,7 +84,12 @@ def _seconds(col: Any) -> np.ndarray:
 
 
 def _to_schedule(
-    res: Any, wl: Workload, cluster: SynthCluster, quotas: dict[str, int], name: str
+    res: Any,
+    wl: Workload,
+    cluster: SynthCluster,
+    quotas: dict[str, int],
+    name: str,
+    horizon: int,
 ) -> Schedule:
     n_att = len(wl.att_duration)
     att_start = np.full(n_att, -1, dtype=np.int64)
@@ -104,11 +109,20 @@ def _to_schedule(
     order = np.lexsort((pg, pm, prow))
     off = np.zeros(n_att + 1, dtype=np.int64)
     np.cumsum(np.bincount(prow, minlength=n_att), out=off[1:])
-    w = res.waiting
-    ws, we = _seconds(w.column("start")), _seconds(w.column("end"))
-    keep = we > ws  # pieces shorter than a second vanish in whole seconds
-    cause_code = {c: i for i, c in enumerate(CAUSES)}
     cancel = np.where(wl.withdraw >= 0, wl.submit + wl.withdraw, -1).astype(np.int64)
+    start_us = np.zeros(n_att, np.int64)
+    start_us[row] = a.column("start_time").cast("int64").to_numpy()
+    waits = _waits(res.waiting, wl, start_us, att_start, horizon)
+    w_job, w_att, ws, we, secs, cause = split_causes(
+        waits,
+        att_start,
+        att_end,
+        off,
+        pm[order],
+        wl,
+        cluster,
+        [quotas.get(v, 0) for v in wl.vc_names],
+    )
     return Schedule(
         att_start=att_start,
         att_end=att_end,
@@ -117,11 +131,31 @@ def _to_schedule(
         pl_gpu=pg[order],
         cancelled=cancel >= 0,
         cancel_time=cancel,
-        wait_job=_job_index(w.column("job_id"))[keep],
-        wait_attempt=np.asarray(w.column("attempt_idx").to_pylist(), dtype=np.int32)[keep],
-        wait_start=ws[keep],
-        wait_end=we[keep],
-        wait_cause=np.array([cause_code[c] for c in w.column("cause").to_pylist()], np.int8)[keep],
+        wait_job=w_job,
+        wait_attempt=w_att,
+        wait_start=ws,
+        wait_end=we,
+        wait_seconds=secs,
+        wait_cause=cause,
         quotas=quotas,
         scheduler=name,
     )
+
+
+def _waits(
+    w: Any, wl: Workload, start_us: np.ndarray, start: np.ndarray, horizon: int
+) -> np.ndarray:
+    """(job, attempt, ready, end) in whole seconds: each replayed attempt's wait, from its
+    ready time (its start less the waiting the engine recorded for it) to its start or the
+    window's end, whichever comes first."""
+    wrow = wl.first_attempt[_job_index(w.column("job_id"))] + np.asarray(
+        w.column("attempt_idx").to_pylist(), dtype=np.int64
+    )
+    secs = np.asarray(w.column("seconds").to_pylist(), dtype=np.float64)
+    total = np.round(np.bincount(wrow, weights=secs * US, minlength=len(start))).astype(np.int64)
+    rows = np.flatnonzero(total > 0)
+    ready = np.floor_divide(start_us[rows] - total[rows], US)
+    end = np.minimum(start[rows], horizon)
+    keep = end > ready
+    rows = rows[keep]
+    return np.stack([wl.att_job[rows], wl.att_idx[rows], ready[keep], end[keep]], axis=1)

@@ -14,9 +14,12 @@ Philly-like scheduler used until the replay engine (``philly_analyze.sim``) prov
   (fewest servers first);
 - failed attempts are retried after a short delay, ahead of later submissions of their VC.
 
-The true cause of each waiting second is decided from the VC's GPU usage while the job waited:
-``fair_share`` when starting the job would have exceeded its VC's quota, else
-``fragmentation`` (quota left, but no placement meeting the constraint was free).
+The true cause of each waiting second (``split_causes``, for every scheduler) is decided from
+the schedule by the one definition of ``philly_analyze.waitcause``: ``fair_share`` when
+starting the job would have exceeded its VC's quota, else ``capacity`` (fewer GPUs free in the
+whole cluster than the job needs), else ``fragmentation`` (enough free, but no placement
+meeting the constraint), else ``other``. Each wait yields one row per cause (its pieces of one
+cause merged: first moment, end of the last piece, total seconds).
 """
 
 from __future__ import annotations
@@ -32,9 +35,17 @@ from philly_analyze.synth.calibration import Calibration
 from philly_analyze.synth.cluster import SynthCluster
 from philly_analyze.synth.workload import A_FAILED, Workload
 from philly_analyze.vcquota import infer_quotas
+from philly_analyze.waitcause import (
+    CAUSES,  # noqa: F401 (re-exported: the codes of Schedule.wait_cause)
+    build_steps,
+    server_events,
+    sorted_unique,
+    split_waits,
+    step_index,
+    usage_steps,
+)
 
 ARRIVE, END, CANCEL, RELAX = 1, 0, 2, 3
-CAUSES = ("fair_share", "fragmentation")
 
 
 @dataclass
@@ -73,11 +84,13 @@ class Schedule:
     pl_gpu: np.ndarray  # int16 GPU index
     cancelled: np.ndarray  # bool per job: killed by the user while queued
     cancel_time: np.ndarray  # int64 s per job (-1)
-    #: Waiting intervals: job, attempt_idx (the attempt waited for), start, end, cause code.
+    #: Waiting per attempt and cause: job, attempt_idx (the attempt waited for), first moment
+    #: of that cause, end of its last piece, its total seconds, cause code (``CAUSES``).
     wait_job: np.ndarray
     wait_attempt: np.ndarray
     wait_start: np.ndarray
     wait_end: np.ndarray
+    wait_seconds: np.ndarray
     wait_cause: np.ndarray
     quotas: dict[str, int] = field(default_factory=dict)
     scheduler: str = ""
@@ -146,7 +159,6 @@ class _Sim:
         self.total_free = sum(self.size)
         self.reserve = int(p.borrow_reserve * self.total_free)
         self.usage = [0] * len(wl.vc_names)
-        self.usage_log: list[tuple[int, int, int]] = []  # (time, vc, usage)
         self.queues: list[list[tuple[int, int]]] = [[] for _ in wl.vc_names]
         self.queued_at: dict[int, int] = {}
         self.next_att = [0] * len(self.gpus)
@@ -229,7 +241,6 @@ class _Sim:
             self._release(m, g)
         v = self.vc[j]
         self.usage[v] -= self.gpus[j]
-        self.usage_log.append((t, v, self.usage[v]))
         if self.failed[a] and self.next_att[j] < self.natt[j]:
             self.push(t + self.retry_delay[a], ARRIVE, j)
         return True
@@ -266,7 +277,6 @@ class _Sim:
         self.att_start[a] = t
         self.placement[a] = pl
         self.usage[v] += n
-        self.usage_log.append((t, v, self.usage[v]))
         self.push(t + self.dur[a], END, a)
         return True
 
@@ -340,14 +350,15 @@ class _Sim:
         flat = [x for p in self.placement if p for x in p]
         pl = np.array(flat, dtype=np.int64).reshape(-1, 2)
         w = np.array(self.waits, dtype=np.int64).reshape(-1, 4)
-        w = w[w[:, 3] > w[:, 2]]
-        job, att, ws, we, cause = _split_causes(
-            w, self.usage_log, self.wl, self.quota, len(self.wl.vc_names)
+        started = self.att_start >= 0
+        att_end = np.where(started, self.att_start + np.asarray(self.dur), -1)
+        job, att, ws, we, secs, cause = split_causes(
+            w, self.att_start, att_end, off, pl[:, 0], self.wl, self.cl, self.quota
         )
         started = self.att_start >= 0
         return Schedule(
             att_start=self.att_start,
-            att_end=np.where(started, self.att_start + np.asarray(self.dur), -1),
+            att_end=att_end,
             pl_offsets=off,
             pl_machine=pl[:, 0].astype(np.int32),
             pl_gpu=pl[:, 1].astype(np.int16),
@@ -357,46 +368,70 @@ class _Sim:
             wait_attempt=att,
             wait_start=ws,
             wait_end=we,
+            wait_seconds=secs,
             wait_cause=cause,
             quotas=quotas,
             scheduler=name,
         )
 
 
-def _split_causes(
+def split_causes(
     waits: np.ndarray,
-    usage_log: list[tuple[int, int, int]],
+    att_start: np.ndarray,
+    att_end: np.ndarray,
+    pl_offsets: np.ndarray,
+    pl_machine: np.ndarray,
     wl: Workload,
+    cluster: SynthCluster,
     quota: list[int],
-    n_vc: int,
 ) -> tuple[np.ndarray, ...]:
-    """Cut each wait into intervals of one cause from its VC's usage over time."""
-    log = np.array(usage_log, dtype=np.int64).reshape(-1, 3)
-    out: list[tuple[int, int, int, int, int]] = []
-    for v in range(n_vc):
-        sel = log[:, 1] == v
-        t_v = np.concatenate([[np.iinfo(np.int64).min], log[sel, 0]])
-        u_v = np.concatenate([[0], log[sel, 2]])
-        wv = waits[wl.vc[waits[:, 0]] == v]
-        for j, a, s, e in wv.tolist():
-            i0 = int(np.searchsorted(t_v, s, "right")) - 1
-            i1 = int(np.searchsorted(t_v, e, "left"))
-            bounds = np.concatenate([[s], t_v[i0 + 1 : i1], [e]])
-            over = (u_v[i0:i1] + int(wl.gpus[j])) > quota[v]
-            # Merge runs of equal cause.
-            change = np.flatnonzero(np.diff(over.astype(np.int8))) + 1
-            starts = np.concatenate([[0], change])
-            ends = np.concatenate([change, [len(over)]])
-            for a0, a1 in zip(starts.tolist(), ends.tolist(), strict=True):
-                if bounds[a1] > bounds[a0]:
-                    out.append((j, a, int(bounds[a0]), int(bounds[a1]), 0 if over[a0] else 1))
-    arr = np.array(sorted(out), dtype=np.int64).reshape(-1, 5)
+    """Each wait ``(job, attempt, start, end)`` (seconds) split by cause from the schedule:
+    attempts ``[att_start, att_end)`` (-1: never started) on the machines of their placements
+    (``pl_offsets``/``pl_machine``, one entry per GPU). Returns (job, attempt, first, last,
+    seconds, cause code), one row per wait and cause that took time, sorted."""
+    counts = np.diff(pl_offsets)
+    pl_att = np.repeat(np.arange(len(counts)), counts)
+    seg, gpus = np.unique(
+        np.stack([pl_att, pl_machine.astype(np.int64)]), axis=1, return_counts=True
+    )
+    no_end = np.iinfo(np.int64).max
+    held = (att_start >= 0) & ((att_end < 0) | (att_end > att_start))
+    times = sorted_unique(np.r_[att_start[held], att_end[held & (att_end >= 0)]])
+    s_idx = step_index(times, att_start)
+    e_idx = np.where(att_end >= 0, step_index(times, att_end), no_end)
+    ev = server_events(seg[1], s_idx[seg[0]], e_idx[seg[0]], gpus)
+    steps = build_steps(times, cluster.gpus.astype(np.int64), cluster.rack, *ev)
+    att_vc = wl.vc[wl.att_job]
+    att_gpus = wl.gpus[wl.att_job].astype(np.int64)
+
+    def usage(v: int) -> np.ndarray:
+        sel = (att_vc == v) & held
+        ended = sel & (att_end >= 0)
+        d = np.r_[att_gpus[sel], -att_gpus[ended]]
+        return usage_steps(steps, np.r_[s_idx[sel], e_idx[ended]], d)
+
+    job = waits[:, 0]
+    split = split_waits(
+        steps,
+        wl.vc[job],
+        wl.gpus[job].astype(np.int64),
+        waits[:, 2],
+        waits[:, 3],
+        usage,
+        dict(enumerate(quota)),
+        with_bounds=True,
+    )
+    assert split.first is not None and split.last is not None
+    r, c = np.nonzero(split.us > 0)
+    order = np.lexsort((c, waits[r, 1], job[r]))
+    r, c = r[order], c[order]
     return (
-        arr[:, 0],
-        arr[:, 1].astype(np.int32),
-        arr[:, 2],
-        arr[:, 3],
-        arr[:, 4].astype(np.int8),
+        job[r],
+        waits[r, 1].astype(np.int32),
+        split.first[r, c],
+        split.last[r, c],
+        split.us[r, c].astype(np.float64),
+        c.astype(np.int8),
     )
 
 

@@ -15,8 +15,9 @@ Times are ``timestamp[us, tz=UTC]`` like the store's. Tables:
 - ``attempts``: job_id, attempt_idx, start_time, end_time (NULL if running), outcome,
   failure_reason, failure_categories, num_gpus, num_machines;
 - ``placements``: job_id, attempt_idx, machine_id, gpu_idx, util_level;
-- ``waits``: job_id, attempt_idx, start_time, end_time, seconds, cause (fair_share or
-  fragmentation);
+- ``waits``: one row per attempt that waited and cause (``waitcause.CAUSES``: fair_share,
+  fragmentation, capacity, other): job_id, attempt_idx, start_time (first moment of that
+  cause), end_time (end of its last piece), seconds (its total, up to the window's end), cause;
 - ``loss``: job_id, epoch (1-based), loss, attempt_idx (NULL if that epoch never ran in the
   window), time (NULL likewise);
 - ``machines``: machine_id, num_gpus, listed_num_gpus, gpu_mem_gb, rack, mislisted.
@@ -32,8 +33,8 @@ import pyarrow.parquet as pq
 
 from philly_analyze.synth.calibration import Calibration
 from philly_analyze.synth.history import OUTCOME_NAMES, STATUS_NAMES, History
-from philly_analyze.synth.schedule import CAUSES
 from philly_analyze.synth.workload import FRAMEWORKS
+from philly_analyze.waitcause import CAUSES
 
 UTC = pa.timestamp("us", tz="UTC")
 
@@ -136,9 +137,8 @@ def write_truth(out: Path, cal: Calibration, hist: History) -> list[Path]:
             },
         )
     )
-    # Waiting inside the window only (a scheduler may report waits past its end).
+    # Waiting inside the window only (the schedulers split waits up to the window's end).
     wk = sch.wait_start < hist.horizon
-    w_end = np.minimum(sch.wait_end[wk], hist.horizon)
     files.append(
         _write(
             out / "waits.parquet",
@@ -146,8 +146,8 @@ def write_truth(out: Path, cal: Calibration, hist: History) -> list[Path]:
                 "job_id": ids[sch.wait_job[wk]],
                 "attempt_idx": sch.wait_attempt[wk],
                 "start_time": _ts(hist, sch.wait_start[wk]),
-                "end_time": _ts(hist, w_end),
-                "seconds": (w_end - sch.wait_start[wk]).astype(np.int64),
+                "end_time": _ts(hist, np.minimum(sch.wait_end[wk], hist.horizon)),
+                "seconds": sch.wait_seconds[wk],
                 "cause": [CAUSES[x] for x in sch.wait_cause[wk]],
             },
         )

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from philly_analyze.sim.cluster import Cluster, FreeState
-from philly_analyze.sim.engine import BaseEngine, EngineConfig, QueueEngine
+from philly_analyze.sim.engine import BaseEngine, EngineConfig, QueueEngine, gc_paused
 from philly_analyze.sim.policies import Policy
 from philly_analyze.sim.preemptive import PreemptConfig, PreemptiveEngine
 from philly_analyze.sim.result import ReplayResult, build_result
@@ -72,7 +72,8 @@ class _EventPolicy(Policy):
     ) -> ReplayResult:
         qv = quota_vector(workload, quotas) if self.uses_quotas else None
         t0 = time.perf_counter()
-        trace = self.make_engine(workload, cluster, qv, params, seed).run()
+        with gc_paused():
+            trace = self.make_engine(workload, cluster, qv, params, seed).run()
         secs = time.perf_counter() - t0
         notes = list(workload.notes)
         if trace.unscheduled:
@@ -80,9 +81,17 @@ class _EventPolicy(Policy):
                 f"{len(trace.unscheduled):,} jobs never started under {self.name} (their demand "
                 "exceeds what the policy would ever give their VC)"
             )
-        res = build_result(
-            trace, workload, cluster, qv, policy=self.name, params=params, seed=seed, notes=notes
-        )
+        with gc_paused():
+            res = build_result(
+                trace,
+                workload,
+                cluster,
+                qv,
+                policy=self.name,
+                params=params,
+                seed=seed,
+                notes=notes,
+            )
         res.seconds = secs
         return res
 

@@ -342,7 +342,10 @@ class SharingPolicy(Policy):
                     f"{res.metrics[key + '_online']:.1%} under {self.name}"
                 )
         elif params["compare_philly"] and len(workload):
-            self._compare_philly(workload, cluster, quotas, seed, metrics)
+            from philly_analyze.progress import NullTracker, reporting
+
+            with reporting(NullTracker()):  # the caller's bar counts this policy's jobs only
+                self._compare_philly(workload, cluster, quotas, seed, metrics)
         per_vc_table = (
             pa.Table.from_pylist(per_vc) if per_vc else pa.table({"vc": pa.array([], pa.string())})
         )

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from philly_analyze.errors import UserError
+from philly_analyze.progress import current
 from philly_analyze.sim.sharing.config import SharingConfig
 from philly_analyze.sim.sharing.engine import SharingSim
 from philly_analyze.sim.sharing.interference import load_interference
@@ -70,11 +71,19 @@ def simulate_sharing(
     dt = float(cfg.cluster.step_minutes)
     t0 = time.perf_counter()
     t = 0.0
+    # Progress: jobs done out of those that can run, every 256 steps.
+    tracker = current()
+    tracker.update(completed=0, total=runnable)
+    steps = 0
     while t < horizon:
         sim.step(t, dt)
         t += dt
+        steps += 1
+        if not steps & 255:
+            tracker.update(completed=sim.n_done)
         if until_done and t > last and sim.n_done >= runnable:
             break
+    tracker.update(completed=sim.n_done)
     res = _result(sim, t)
     res.timing["seconds"] = time.perf_counter() - t0
     return res

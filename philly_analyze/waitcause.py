@@ -1,0 +1,313 @@
+"""Why a job waited: one definition of the causes of a waiting moment, shared by the report
+(``analysis.queueing``, rebuilt from a store), the replay's metrics and waiting table
+(``sim.result``) and the synthesizer's ground truth (``synth.schedule``).
+
+A moment during which a job of VC ``v`` waited for an attempt of ``n`` GPUs is
+
+1. **fair_share** when ``used(v) + n > quota(v)``: starting it would take the VC past its
+   quota (this includes being at or over it);
+2. otherwise **capacity** when fewer than ``n`` GPUs were free in the whole cluster (for
+   example because other VCs borrowed the idle quota): no placement of any shape existed;
+3. otherwise **fragmentation** when ``n`` GPUs were free but no placement meeting the locality
+   constraint (``locality.fits_strict``) was;
+4. otherwise **other**: quota left and a placement free, yet the job waited (scheduler
+   latency, jobs ahead of it in a head-of-line queue, work the data does not show).
+
+Without quotas (``quota`` None) no moment is fair-share.
+
+The cluster's state is a step function over its change points (attempt starts and ends):
+``Steps`` keeps, per step, the free GPUs of the whole cluster, the most free GPUs on one server
+and the most wholly free largest-size servers in one rack (with these two,
+``locality.fits_strict_headroom`` decides the constraint for any demand). ``build_steps``
+computes them from per-server changes without a Python loop over events: a change moves a
+server across free-count levels, so ``+1/-1`` per level crossed, summed per step and
+accumulated, counts the servers with at least ``L`` free GPUs.
+
+``split_waits`` measures each waiting interval ``[a, b)``: per cause, its microseconds, the
+first moment and the end of the last moment of that cause. Consecutive pieces of one cause are
+merged (a wait that alternates between causes 1,000 times still yields at most four numbers
+per cause), and the totals are exact integrals of the step functions (prefix sums over the
+runs of equal cause, integer microseconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from philly_analyze.locality import fits_strict_headroom
+
+CAUSES: tuple[str, ...] = ("fair_share", "fragmentation", "capacity", "other")
+FAIR_SHARE, FRAGMENTATION, CAPACITY, OTHER = range(4)
+#: The paper's Table 2 has two causes; ours map onto them like this (docs/analyses.md).
+PAPER_CAUSE: dict[str, str] = {
+    "fair_share": "fair_share",
+    "fragmentation": "fragmentation",
+    "capacity": "fragmentation",
+    "other": "other",
+}
+_NO_END = np.iinfo(np.int64).max
+
+
+@dataclass
+class Steps:
+    """The cluster state as step functions: step ``j`` covers ``[bounds[j], bounds[j+1])``
+    (epoch microseconds); step 0 is "before every change" (nothing running) and the last step
+    runs on past its bound."""
+
+    bounds: np.ndarray
+    free_total: np.ndarray
+    max_free: np.ndarray
+    whole: np.ndarray
+    largest: int
+
+    @property
+    def steps(self) -> int:
+        return len(self.bounds) - 1
+
+    def fits(self, n: int) -> np.ndarray:
+        """Per step: whether a placement of ``n`` GPUs meeting the locality constraint is
+        free."""
+        return fits_strict_headroom(self.max_free, self.whole, self.largest, n)
+
+    def locality_causes(self, n: int, lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """Per step of ``[lo, hi)``: the cause of a waiting moment when the quota is not the
+        limit (capacity, fragmentation or other), as int8 codes into ``CAUSES``."""
+        sl = slice(lo, hi)
+        out = np.full(len(self.free_total[sl]), OTHER, np.int8)
+        fits = fits_strict_headroom(self.max_free[sl], self.whole[sl], self.largest, n)
+        out[~fits] = FRAGMENTATION
+        out[self.free_total[sl] < n] = CAPACITY
+        return out
+
+    def index(self, t: np.ndarray) -> np.ndarray:
+        """The step holding each time ``t``."""
+        return np.clip(np.searchsorted(self.bounds, t, side="right") - 1, 0, self.steps - 1)
+
+
+def step_index(times: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The step that begins at each change time ``t`` (``t`` among ``times``, sorted)."""
+    return np.searchsorted(times, t) + 1
+
+
+def build_steps(
+    times: np.ndarray,
+    sizes: np.ndarray,
+    rack: np.ndarray,
+    mi: np.ndarray,
+    tidx: np.ndarray,
+    delta: np.ndarray,
+    busy_after: np.ndarray,
+) -> Steps:
+    """The state over ``times`` (sorted, unique: every change point, plus any time the caller
+    needs covered) from per-server changes: server ``mi`` (index into ``sizes``/``rack``)
+    changes by ``delta`` GPUs to ``busy_after`` booked at the start of step ``tidx``
+    (``step_index`` of the change's time; ``server_events`` makes these rows). A server booked
+    beyond its size counts as 0 free. ``rack``: integer rack code per server (all equal when
+    racks are unknown)."""
+    times = np.asarray(times, np.int64)
+    sizes = np.asarray(sizes, np.int64)
+    largest = int(sizes.max()) if len(sizes) else 0
+    bounds = (
+        np.concatenate([[times[0] - 1], times, [times[-1] + 1]])
+        if len(times)
+        else (np.array([0, 1], np.int64))
+    )
+    n_steps = len(bounds) - 1
+    tidx = np.asarray(tidx, np.int64)
+    mi = np.asarray(mi, np.int64)
+    size = sizes[mi]
+    busy_after = np.asarray(busy_after, np.int64)
+    after = np.clip(size - busy_after, 0, size)
+    before = np.clip(size - (busy_after - np.asarray(delta, np.int64)), 0, size)
+
+    def accumulate(idx: np.ndarray, d: np.ndarray, start: int) -> np.ndarray:
+        steps = np.bincount(idx, weights=d, minlength=n_steps).astype(np.int64)
+        steps[0] += start
+        return np.cumsum(steps)
+
+    free_total = accumulate(tidx, (after - before).astype(np.float64), int(sizes.sum()))
+    # The most free GPUs on one server: the highest level L with a server at >= L free.
+    max_free = np.zeros(n_steps, np.int64)
+    for lv in range(1, largest + 1):
+        d = (after >= lv).astype(np.int64) - (before >= lv).astype(np.int64)
+        nz = d != 0
+        at_least = accumulate(tidx[nz], d[nz].astype(np.float64), int((sizes >= lv).sum()))
+        max_free[at_least > 0] = lv
+    # Wholly free servers of the largest size, per rack; then the best rack.
+    big = size == largest
+    dw = ((after == size) & big).astype(np.int64) - ((before == size) & big).astype(np.int64)
+    nz = np.flatnonzero(dw != 0)
+    rack = np.asarray(rack, np.int64)
+    ev_rack = rack[mi[nz]]
+    order = np.argsort(ev_rack, kind="stable")
+    cuts = np.searchsorted(ev_rack[order], np.unique(rack)) if len(rack) else []
+    whole = np.zeros(n_steps, np.int64)
+    for r, lo, hi in zip(np.unique(rack).tolist(), cuts, [*cuts[1:], len(order)], strict=True):
+        sel = nz[order[lo:hi]]
+        n0 = int(((rack == r) & (sizes == largest)).sum())
+        whole = np.maximum(whole, accumulate(tidx[sel], dw[sel].astype(np.float64), n0))
+    return Steps(bounds, free_total, max_free, whole, largest)
+
+
+def sorted_unique(x: np.ndarray) -> np.ndarray:
+    """``np.unique`` of an int array by sorting (numpy 2's hash-based ``unique`` took 4 s
+    where this takes 0.2 s on 2.7M event times)."""
+    s = np.sort(np.asarray(x, np.int64))
+    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
+
+
+def server_events(
+    mi: np.ndarray, start: np.ndarray, end: np.ndarray, count: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-server changes for ``build_steps`` from holdings: server ``mi`` holds ``count``
+    GPUs over ``[start, end)`` (``end`` ``None``-like = ``np.iinfo(int64).max``: to the end).
+    Returns (mi, t, delta, busy_after), one row per (server, time) with a non-zero change,
+    sorted by server then time. Holdings whose end is not after their start hold nothing."""
+    mi, start, end, count = (np.asarray(x, np.int64) for x in (mi, start, end, count))
+    keep = end > start
+    mi, start, end, count = mi[keep], start[keep], end[keep], count[keep]
+    ended = end != _NO_END
+    m = np.concatenate([mi, mi[ended]])
+    tt = np.concatenate([start, end[ended]])
+    d = np.concatenate([count, -count[ended]])
+    if len(m):
+        # One int64 key (server, time) when it fits: a third of lexsort's time.
+        t0, span = int(tt.min()), int(tt.max() - tt.min()) + 1
+        fits = int(m.max()) < (np.iinfo(np.int64).max // span)
+        order = np.argsort(m * span + (tt - t0), kind="stable") if fits else np.lexsort((tt, m))
+        m, tt, d = m[order], tt[order], d[order]
+    if len(m) == 0:
+        return m, tt, d, d.copy()
+    new = np.r_[True, (m[1:] != m[:-1]) | (tt[1:] != tt[:-1])]
+    first = np.flatnonzero(new)
+    d = np.add.reduceat(d, first)
+    m, tt = m[first], tt[first]
+    nz = d != 0
+    m, tt, d = m[nz], tt[nz], d[nz]
+    total = np.cumsum(d)
+    # Running sum per server: subtract what the servers before it added.
+    srv_first = np.flatnonzero(np.r_[True, m[1:] != m[:-1]]) if len(m) else np.zeros(0, int)
+    offset = np.repeat(total[srv_first] - d[srv_first], np.diff(np.r_[srv_first, len(m)]))
+    return m, tt, d, total - offset
+
+
+def usage_steps(steps: Steps, tidx: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """GPUs held per step by holdings that change by ``delta`` at the start of steps
+    ``tidx`` (``step_index``)."""
+    per = np.bincount(tidx, weights=np.asarray(delta, np.float64), minlength=steps.steps)
+    return np.cumsum(per.astype(np.int64))
+
+
+@dataclass
+class WaitSplit:
+    """Per waiting interval and cause (columns in ``CAUSES`` order): ``us`` the microseconds
+    of that cause; ``first``/``last`` (when asked for) the first moment of that cause and the
+    end of its last piece, epoch microseconds (meaningless where ``us`` is 0)."""
+
+    us: np.ndarray
+    first: np.ndarray | None = None
+    last: np.ndarray | None = None
+
+    def seconds(self) -> np.ndarray:
+        return self.us / 1e6
+
+
+def split_waits(
+    steps: Steps,
+    key: np.ndarray,
+    n: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    usage: Callable[[Hashable], np.ndarray],
+    quota: Mapping[Hashable, float] | None,
+    with_bounds: bool = False,
+) -> WaitSplit:
+    """Split waiting intervals ``[a, b)`` (epoch microseconds; empty or reversed intervals
+    count 0) of jobs of VC ``key`` needing ``n`` GPUs by cause. ``usage(key)``: the VC's GPUs
+    held per step (called once per VC that waited); ``quota``: GPUs per VC (missing VCs have
+    quota 0), None for no quotas (never fair-share)."""
+    a = np.asarray(a, np.int64)
+    b = np.asarray(b, np.int64)
+    rows = len(a)
+    us = np.zeros((rows, len(CAUSES)), np.int64)
+    first = np.zeros((rows, len(CAUSES)), np.int64) if with_bounds else None
+    last = np.zeros((rows, len(CAUSES)), np.int64) if with_bounds else None
+    pos = np.flatnonzero(b > a)
+    if len(pos) == 0:
+        return WaitSplit(us, first, last)
+    key = np.asarray(key)[pos]
+    n = np.asarray(n, np.int64)[pos]
+    ja = steps.index(a[pos])  # the steps holding each wait's first and last moment
+    jb = steps.index(b[pos] - 1)
+    local: dict[int, tuple[int, int, np.ndarray]] = {}
+    for k in _unique(key):
+        in_k = np.flatnonzero(key == k)
+        used = usage(k) if quota is not None else None
+        q = float(quota.get(k, 0)) if quota is not None else np.inf
+        for nv in np.unique(n[in_k]).tolist():
+            sel = in_k[n[in_k] == nv]
+            lo, hi = int(ja[sel].min()), int(jb[sel].max()) + 1
+            base = local.get(nv)
+            if base is None or base[0] > lo or base[1] < hi:
+                # One array per demand, over the union of the spans asked for so far.
+                lo2, hi2 = (lo, hi) if base is None else (min(lo, base[0]), max(hi, base[1]))
+                base = local[nv] = (lo2, hi2, steps.locality_causes(nv, lo2, hi2))
+            codes = base[2][lo - base[0] : hi - base[0]]
+            if used is not None:
+                codes = np.where(used[lo:hi] + nv > q, np.int8(FAIR_SHARE), codes)
+            idx = pos[sel]
+            runs = _Runs(steps.bounds, lo, codes)
+            runs.measure(a[idx], b[idx], ja[sel] - lo, jb[sel] - lo, idx, us, first, last)
+    return WaitSplit(us, first, last)
+
+
+def _unique(key: np.ndarray) -> list[Hashable]:
+    return sorted(set(key.tolist()), key=str)
+
+
+class _Runs:
+    """A cause per step over steps ``lo..``, as runs of one cause."""
+
+    def __init__(self, bounds: np.ndarray, lo: int, codes: np.ndarray):
+        change = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+        self.rs = np.r_[0, change]  # first step of each run (from lo)
+        self.rb = bounds[lo + self.rs]  # run starts (the first run of step 0 runs back)
+        self.rc = codes[self.rs]
+        self.re = np.r_[self.rb[1:], _NO_END]  # run ends (no wait passes the last one)
+        self.length = np.r_[np.diff(self.rb), 0]
+
+    def measure(
+        self,
+        a: np.ndarray,
+        b: np.ndarray,
+        ja: np.ndarray,
+        jb: np.ndarray,
+        idx: np.ndarray,
+        us: np.ndarray,
+        first: np.ndarray | None,
+        last: np.ndarray | None,
+    ) -> None:
+        """Fill rows ``idx`` of the outputs for waits ``[a, b)`` whose first and last moments
+        lie in steps ``ja``/``jb`` (counted from ``lo``)."""
+        rb, n_runs = self.rb, len(self.rs)
+        ia = np.searchsorted(self.rs, ja, side="right") - 1
+        ib = np.searchsorted(self.rs, jb, side="right") - 1
+        ridx = np.arange(n_runs)
+        for c in np.unique(self.rc).tolist():
+            on = self.rc == c
+            prefix = np.r_[0, np.cumsum(np.where(on, self.length, 0))]
+            at_b = prefix[ib] + np.where(on[ib], b - rb[ib], 0)
+            us[idx, c] = at_b - (prefix[ia] + np.where(on[ia], a - rb[ia], 0))
+            if first is None or last is None:
+                continue
+            nxt = np.minimum.accumulate(np.where(on, ridx, n_runs)[::-1])[::-1]
+            prv = np.maximum.accumulate(np.where(on, ridx, -1))
+            j0, j1 = nxt[ia], prv[ib]
+            ok = (j0 <= ib) & (j1 >= 0)
+            # j0 == ia: from a itself (step 0 also runs back before its bound).
+            start = np.where(j0 == ia, a, rb[np.minimum(j0, n_runs - 1)])
+            first[idx, c] = np.where(ok, start, 0)
+            last[idx, c] = np.where(ok, np.minimum(b, self.re[np.maximum(j1, 0)]), 0)
