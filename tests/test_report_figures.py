@@ -54,7 +54,12 @@ def test_table2_legend_says_no_job_waited(no_wait_store: Path) -> None:
     legend = fig.axes[0].get_legend()
     # The colours are named even though only the paper's bars were drawn (the legend used to
     # be empty, with matplotlib's "No artists with labels" warning on stderr).
-    assert [t.get_text() for t in legend.get_texts()] == ["fair-share", "fragmentation", "other"]
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "fair-share",
+        "fragmentation",
+        "capacity",
+        "other",
+    ]
     assert "no job waited" in legend.get_title().get_text()
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts.count("none\nwaited") == 4 and texts.count("not in\npaper") == 1

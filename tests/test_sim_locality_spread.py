@@ -33,7 +33,8 @@ def _starts(vcs: list[str], waits_s: list[int]) -> dict[str, float]:
         locality_wait_by_job=[0, 0, waits_s[0] * S, waits_s[1] * S],
     )
     tr = QueueEngine(wl, FreeState(cluster), cfg, SlowdownModel(8, enabled=False)).run()
-    return {wl.job_ids[j]: start / S for j, _, _, start, *_ in tr.rows}
+    rows = tr.rows  # seven integers per started row: job, attempt, ready, start, ...
+    return {wl.job_ids[rows[i]]: rows[i + 3] / S for i in range(0, len(rows), 7)}
 
 
 def test_each_job_relaxes_after_its_own_wait() -> None:
