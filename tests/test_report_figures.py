@@ -3,6 +3,9 @@ raises no matplotlib warning (a warning is printed on the user's stderr)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -14,7 +17,9 @@ from philly_analyze.analysis import Report, ResultTable, Section, run
 from philly_analyze.report import figures
 from philly_analyze.sim.sharing.results import LN_BIN, LN_BINS, SharingOutput
 from philly_analyze.store import Store
+from tests._sweep_data import sample_store
 from tests.analysis_stores import Att, Job, minutes_util, write_store
+from tests.conftest import ROOT
 
 
 def _report(path: Path) -> Report:
@@ -166,3 +171,20 @@ def test_sharing_figures_have_titles_and_fit_the_data() -> None:
     # Below the 1.2 SLO, the axis still reaches the SLO line.
     right = _drawn(_sharing_report(1.1))["sharing_slowdown"].axes[0].get_xlim()[1]
     assert right == pytest.approx(1.0 + 0.2 * 1.05)
+
+
+def test_the_demos_report_prints_nothing_on_stderr(tmp_path: Path) -> None:
+    """`make demo`'s report command as a user runs it, in its own process (pytest records
+    warnings in-process, so a matplotlib warning would not show there): with -q, stderr is
+    empty, so no warning (Python's or matplotlib's logging) reaches the user."""
+    store = sample_store(tmp_path / "store")
+    quotas = ROOT / "sample_data" / "ground_truth" / "vc_quotas.csv"
+    p = subprocess.run(
+        [sys.executable, "-c", "from philly_analyze.cli import main; main()", "report",
+         "--store", str(store), "--vc-quotas", str(quotas), "--format", "html",
+         "-o", str(tmp_path / "report.html"), "--figures", str(tmp_path / "figures"), "-q"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "default"},
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == ""
+    assert len(list((tmp_path / "figures").glob("*.png"))) == 9
