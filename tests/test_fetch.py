@@ -293,7 +293,7 @@ def test_offline_is_one_line_that_says_so(tmp_path: Path) -> None:
         "cannot download: cannot resolve philly-analyze-fetch-test.invalid: are you offline?"
         in r.stderr
     )
-    assert f"or download {url} yourself and put it there" in r.stderr
+    assert f"; run again, or download {url} yourself and put it there" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["registry.toml"]
 
 
