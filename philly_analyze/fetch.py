@@ -193,14 +193,16 @@ def fetch_file(
         return "downloaded"
     tried = "; ".join(dict.fromkeys(errors))
     raise FetchError(
-        f"cannot download: {tried}; run again to resume{_hand_hint(f, part)}",
+        f"cannot download: {tried}; {_hand_hint(f, part)}",
         source=str(final),
     )
 
 
 def _hand_hint(f: DataFile, part: Path) -> str:
-    kept = f" ({part.stat().st_size:,} bytes kept in {part.name})" if part.exists() else ""
-    return f"{kept}, or download {f.urls[0]} yourself and put it there"
+    again = "run again"  # nothing kept: a next run starts over, it has nothing to resume
+    if part.exists():
+        again = f"run again to resume ({part.stat().st_size:,} bytes kept in {part.name})"
+    return f"{again}, or download {f.urls[0]} yourself and put it there"
 
 
 class _TransferError(Exception):

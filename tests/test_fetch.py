@@ -1,16 +1,22 @@
 """`philly-analyze fetch` against a real HTTP server on 127.0.0.1 serving generated files:
 full download, resume after an interrupted transfer (HTTP Range), a server that ignores
-Range, bad checksums, 404, connection refused; and the shipped registry against the
+Range, bad checksums, 404, connection refused, no network (a name that does not resolve),
+progress on a terminal; and the shipped registry against the
 reference copies of the files it names."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import pty
 import random
 import re
 import socket
+import subprocess
+import sys
 import threading
+import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,6 +45,8 @@ class State:
     #: Cut the next response after this many body bytes (once).
     cut_once: int | None = None
     ignore_range: bool = False
+    #: Send the body in this many pieces, pausing between them (a slow link), seconds.
+    pause_s: float = 0.0
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -76,8 +84,14 @@ class Handler(BaseHTTPRequestHandler):
         if st.budget is not None:
             n = min(n, st.budget)
             st.budget -= n
-        self.wfile.write(body[:n])
-        st.sent += n
+        pieces = 10 if st.pause_s else 1
+        step = -(-n // pieces) if n else 0
+        st.sent += n  # counted before the client can have it all (the tests read it then)
+        for i in range(0, n, step or 1):
+            self.wfile.write(body[i : min(i + step, n)])
+            if st.pause_s:
+                self.wfile.flush()
+                time.sleep(st.pause_s)
 
     def log_message(self, *args: object) -> None:
         pass
@@ -265,6 +279,68 @@ def test_connection_refused_is_one_line(tmp_path: Path) -> None:
     assert r.stderr.count("\n") == 1
     assert f"cannot download: connection refused by 127.0.0.1:{port}" in r.stderr
     assert "Traceback" not in r.output
+
+
+def test_offline_is_one_line_that_says_so(tmp_path: Path) -> None:
+    """A host name that cannot be resolved, as every name is with no network (``.invalid``
+    never resolves, RFC 2606): one line, naming the host and asking whether we are offline."""
+    url = "http://philly-analyze-fetch-test.invalid/data.bin"
+    reg = one_file(tmp_path, [url])
+    r = fetch(reg, tmp_path)
+    assert r.exit_code == 1
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.output
+    assert (
+        "cannot download: cannot resolve philly-analyze-fetch-test.invalid: are you offline?"
+        in r.stderr
+    )
+    assert f"; run again, or download {url} yourself and put it there" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["registry.toml"]
+
+
+def _fetch_on_a_terminal(args: list[str]) -> tuple[int, str, str]:
+    """``philly-analyze fetch ARGS`` in a fresh process whose stderr is a pseudo-terminal:
+    exit code, stdout, and everything the terminal received."""
+    master, slave = pty.openpty()
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the terminal closed
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    cmd = [sys.executable, "-c", "from philly_analyze.cli import main; main()", "fetch", *args]
+    env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=slave, env=env)
+    os.close(slave)
+    out, _ = p.communicate(timeout=120)
+    reader.join(timeout=30)
+    os.close(master)
+    return p.returncode, out.decode(), b"".join(chunks).decode(errors="replace")
+
+
+def test_progress_bar_on_a_terminal_only(server: Server, tmp_path: Path) -> None:
+    """A download that takes a second shows a bar with the bytes so far on a terminal's
+    stderr; stdout holds the path alone; piped stderr (CliRunner above) or --quiet shows none."""
+    server.state.pause_s = 0.12  # 10 pieces: about 1.2 s, several refreshes of the bar
+    reg = one_file(tmp_path, [server.url("data.bin")])
+    code, out, err = _fetch_on_a_terminal(
+        ["demo", "--registry", str(reg), "--to", str(tmp_path / "a")]
+    )
+    assert code == 0, err
+    assert out == f"{tmp_path / 'a' / 'data.bin'}\n"
+    assert "fetching data.bin" in err and "/300.0 kB" in err, err
+    assert "SHA-256 verified (1 downloaded, 0 already present)" in err
+    code, out, err = _fetch_on_a_terminal(
+        ["demo", "--registry", str(reg), "--to", str(tmp_path / "b"), "--quiet"]
+    )
+    assert code == 0 and err == "" and out == f"{tmp_path / 'b' / 'data.bin'}\n"
 
 
 def test_next_url_after_a_failing_one_and_url_override(server: Server, tmp_path: Path) -> None:

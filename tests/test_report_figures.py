@@ -3,6 +3,9 @@ raises no matplotlib warning (a warning is printed on the user's stderr)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -14,7 +17,9 @@ from philly_analyze.analysis import Report, ResultTable, Section, run
 from philly_analyze.report import figures
 from philly_analyze.sim.sharing.results import LN_BIN, LN_BINS, SharingOutput
 from philly_analyze.store import Store
+from tests._sweep_data import sample_store
 from tests.analysis_stores import Att, Job, minutes_util, write_store
+from tests.conftest import ROOT
 
 
 def _report(path: Path) -> Report:
@@ -65,6 +70,18 @@ def test_table2_legend_says_no_job_waited(no_wait_store: Path) -> None:
     assert texts.count("none\nwaited") == 4 and texts.count("not in\npaper") == 1
 
 
+def test_utilization_cdfs_of_one_value_are_lines(no_wait_store: Path) -> None:
+    """Every GPU-minute of the store at 40%: each CDF of Figures 5 and 6 rises from 0 to 1 at
+    40 and runs to 100 (a lone point at (40, 1.0) before), whatever its line."""
+    drawn = _drawn(_report(no_wait_store))
+    for name in ("fig5_util_by_status", "fig6_util_by_size"):
+        lines = [ln for ln in drawn[name].axes[0].get_lines() if len(ln.get_xdata())]
+        assert lines, name
+        for ln in lines:
+            assert list(ln.get_xdata()) == [40.0, 40.0, 100.0], (name, ln.get_label())
+            assert list(ln.get_ydata()) == [0.0, 1.0, 1.0], (name, ln.get_label())
+
+
 def test_table5_panel_tells_13_server_counts_apart(tmp_path: Path) -> None:
     """16-GPU jobs spread over 2..14 servers of 8 GPUs: 13 lines, each its own colour and
     line style (7 colours used to repeat)."""
@@ -88,6 +105,12 @@ def test_table5_panel_tells_13_server_counts_apart(tmp_path: Path) -> None:
     assert [str(ln.get_label()).split(" ")[0] for ln in lines] == [str(s) for s in range(2, 15)]
     styles = {(ln.get_color(), ln.get_linestyle()) for ln in lines}
     assert len(styles) == 13
+    # Each job's minutes all fall in one 1% bin: each line still rises from 0 at its bin and
+    # runs flat to 100% (it used to be a lone point at (bin, 1.0): 13 legend entries, no line).
+    for ln, servers in zip(lines, range(2, 15), strict=True):
+        bin_ = min(10 * servers, 100)
+        assert list(ln.get_xdata()) == [bin_, bin_, 100.0], servers
+        assert list(ln.get_ydata()) == [0.0, 1.0, 1.0], servers
     # The paper's Table 5 mean beside the computed one where it has the row (2, 4, 8 servers).
     assert "2 servers: mean 20.0 (paper 43.7)" in [ln.get_label() for ln in lines]
 
@@ -112,6 +135,13 @@ def test_figures_3_and_7_say_the_papers_curves_are_not_drawn() -> None:
     for name, where in (("fig3_queueing_delay", "Figure 3"), ("fig7_host_resources", "Figure 7")):
         title = drawn[name].get_suptitle()
         assert f"the paper's {where}: no values transcribed, so none drawn" in title
+    # Each CDF rises from 0 at its first value and runs flat to the panel's right edge: one
+    # delay per bucket (0 and 5 minutes; edge 1.1 x 5), CPU minutes 3 at 10% and 1 at 20%.
+    fig3 = [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in drawn["fig3_queueing_delay"].axes[0].get_lines()]  # fmt: skip
+    assert fig3 == [([0.0, 0.0, 5.5], [0.0, 1.0, 1.0]), ([5.0, 5.0, 5.5], [0.0, 1.0, 1.0])]
+    cpu = drawn["fig7_host_resources"].axes[0].get_lines()[0]
+    assert list(cpu.get_xdata()) == [10.0, 10.0, 20.0, 100.0]
+    assert list(cpu.get_ydata()) == [0.0, 0.75, 1.0, 1.0]
 
 
 def _sharing_report(top_slowdown: float) -> Report:
@@ -141,3 +171,20 @@ def test_sharing_figures_have_titles_and_fit_the_data() -> None:
     # Below the 1.2 SLO, the axis still reaches the SLO line.
     right = _drawn(_sharing_report(1.1))["sharing_slowdown"].axes[0].get_xlim()[1]
     assert right == pytest.approx(1.0 + 0.2 * 1.05)
+
+
+def test_the_demos_report_prints_nothing_on_stderr(tmp_path: Path) -> None:
+    """`make demo`'s report command as a user runs it, in its own process (pytest records
+    warnings in-process, so a matplotlib warning would not show there): with -q, stderr is
+    empty, so no warning (Python's or matplotlib's logging) reaches the user."""
+    store = sample_store(tmp_path / "store")
+    quotas = ROOT / "sample_data" / "ground_truth" / "vc_quotas.csv"
+    p = subprocess.run(
+        [sys.executable, "-c", "from philly_analyze.cli import main; main()", "report",
+         "--store", str(store), "--vc-quotas", str(quotas), "--format", "html",
+         "-o", str(tmp_path / "report.html"), "--figures", str(tmp_path / "figures"), "-q"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "default"},
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == ""
+    assert len(list((tmp_path / "figures").glob("*.png"))) == 9

@@ -20,6 +20,7 @@ from philly_analyze.sim.units import human
         ("outage_minutes", 230, "230 GPU-min"),  # a sum over GPUs, not a duration
         ("offline_work_gpu_hours", 2435.101, "2,435.1 GPU-h"),
         ("jobs_unscheduled", 147956, "147,956"),
+        ("offline_throughput_jobs_per_hour", 1651.958, "1,652.0/h"),  # a rate, not a ratio
         ("online_slowdown_p99", 1.2013, "1.201"),
         ("jct_mean_s", None, "-"),
         ("jct_mean_s", float("nan"), "-"),

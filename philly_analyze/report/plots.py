@@ -76,6 +76,12 @@ def _fmt(v: Any, digits: int = 1) -> str:
     return "–" if v is None or (isinstance(v, float) and np.isnan(v)) else f"{v:.{digits}f}"
 
 
+def _cdf_steps(x: np.ndarray, y: np.ndarray, right: float) -> tuple[np.ndarray, np.ndarray]:
+    """A CDF for ``ax.step(where="post")``: up from 0 at the first value, flat to ``right``
+    (one value alone, e.g. all minutes in one 1% bin, is a line, not a lone point)."""
+    return np.concatenate(([x[0]], x, [right])), np.concatenate(([0.0], y, [y[-1]]))
+
+
 def fig3_queueing(report: Report) -> Figure | None:
     sec = _section(report, "queueing")
     if sec is None or "delays" not in sec.data:
@@ -88,8 +94,6 @@ def fig3_queueing(report: Report) -> Figure | None:
     fig, axes = _fig(3.6 * ncols, 2.9 * nrows, ncols, nrows)
     for i, (title, dv) in enumerate(panels):
         ax = axes[i // ncols][i % ncols]
-        # Every curve runs to the panel's right edge, so a bucket whose jobs all started at
-        # once (a single point at 0) still shows as a line at 1.0.
         right = max(1.0, float(np.nanmax(dv["delay_min"].to_numpy(), initial=0.0))) * 1.1
         for b in BUCKET_LABELS:
             v = dv.loc[dv["gpu_bucket"] == b, "delay_min"].to_numpy()
@@ -98,7 +102,7 @@ def fig3_queueing(report: Report) -> Figure | None:
             x, y = ecdf(v)
             if len(x) == 0:
                 continue
-            x, y = np.append(x, right), np.append(y, y[-1])
+            x, y = _cdf_steps(x, y, right)
             color, ls = BUCKET_STYLE[b]
             ax.step(x, y, where="post", color=color, ls=ls, label=f"{b} GPU ({len(v):,})")
         ax.set_xscale("symlog", linthresh=1.0)
@@ -189,7 +193,7 @@ def _table5_panel(ax: Any, s16: pd.DataFrame) -> None:
     in the legend; every line its own colour and style."""
     groups = list(s16.groupby("servers", sort=True))
     for k, (servers, h) in enumerate(groups):
-        x, y = hist_cdf(h)
+        x, y = _cdf_steps(*hist_cdf(h), 100.0)
         mean = float(h["util_sum"].sum()) / float(h["minutes"].sum())
         pm = paper.lookup("table5", "servers", servers, "mean")
         ref = f" (paper {pm:.1f})" if pm is not None else ""
@@ -290,7 +294,7 @@ def _util_cdf(report: Report, by: str) -> Figure | None:
     for name, g, mean, ref, color in lines:
         if g.empty:
             continue
-        x, y = hist_cdf(g)
+        x, y = _cdf_steps(*hist_cdf(g), 100.0)
         label = f"{name} (mean {_fmt(mean)}%, paper {_fmt(ref)}%)"
         ax.step(x, y, where="post", color=color, label=label, lw=2.0 if name == "all" else 1.4)
     ax.set_xlim(0, 100)
@@ -324,7 +328,7 @@ def fig7_host(report: Report) -> Figure | None:
             (f"{int(n)}-GPU servers", g) for n, g in h.groupby("server_gpus", sort=True)
         ]
         for k, (label, g) in enumerate(groups):
-            x, y = hist_cdf(g)
+            x, y = _cdf_steps(*hist_cdf(g), 100.0)
             color, ls = ("#333333", "-") if k == 0 else line_style(k - 1)
             ax.step(
                 x,

@@ -6,7 +6,8 @@ replay comparison table, the report's GPU sharing section, sweep tables and figu
 - Durations (``*_s`` in seconds, ``*_min`` and the horizon ``minutes`` in minutes) are shown
   in the largest unit that keeps them readable (s, min, h, d).
 - Amounts of GPU time are sums over GPUs, not durations: ``*_minutes`` (``outage_minutes``,
-  ``slo_violation_minutes``) in GPU-minutes, ``*gpu_hours*`` in GPU-hours.
+  ``slo_violation_minutes``) in GPU-minutes, ``*gpu_hours*`` in GPU-hours; rates
+  (``*_per_hour``) per hour with one decimal.
 - Counts get thousands separators; ratios (``*_vs_philly``, slowdowns) three decimals.
 """
 
@@ -69,6 +70,8 @@ def human(key: str, value: Any) -> str:
         return f"{float(value):,.0f} GPU-min"
     if "gpu_hours" in key:
         return f"{float(value):,.1f} GPU-h"
+    if key.endswith("_per_hour"):  # a rate: offline_throughput_jobs_per_hour
+        return f"{float(value):,.1f}/h"
     if isinstance(value, int) or (
         isinstance(value, float) and value.is_integer() and abs(value) >= 1000
     ):
