@@ -7,10 +7,13 @@ locality slowdown of jobs spread over more servers (so a spread attempt ends lat
 planned). Its result carries the schedule and the true waiting causes, which become the
 synthesizer's ``Schedule``.
 
-Differences from the built-in scheduler: the policy's own defaults are used (so replaying the
-synthesized trace with ``philly-analyze replay --policy philly`` uses the same settings), and
-the engine has no user cancellations: impatient users never give up here (held jobs are still
-killed before they are scheduled, outside the engine).
+Differences from the built-in scheduler: the policy's parameters come from the data file's
+``[scheduler.philly]`` table (``borrow_limit`` and ``locality_wait_spread`` differ from the
+policy's defaults, so replaying the synthesized trace under the same settings needs ``replay
+--policy philly --param borrow_limit=... --param locality_wait_spread=... --quotas
+ground_truth/vc_quotas.csv``, docs/synth.md), and the engine has no user cancellations:
+impatient users never give up here (held jobs are still killed before they are scheduled,
+outside the engine).
 """
 
 from __future__ import annotations
