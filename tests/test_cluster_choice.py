@@ -126,3 +126,26 @@ def test_sweep_reads_the_same_choice(store: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     assert json.loads((out / "sweep.json").read_text())["machines"] == "all"
+
+
+def test_replay_notes_listed_machines_given_more_gpus(tmp_path: Path) -> None:
+    """m1 is listed with 2 GPUs, but a job ran on its GPUs 0-7 (as the published list says
+    of m51): the replay, like the analyses, gives it 8 GPUs, and says so (before: the
+    replayed cluster had 8 GPUs where the list says 2, without a word)."""
+    d = tmp_path / "trace"
+    d.mkdir()
+    write_machine_list(d / "cluster_machine_list", [("m1", 2, "12GB")])
+    t = "2017-10-02 10:{:02d}:00"
+    write_job_log(
+        d / "cluster_job_log",
+        [job("E", t.format(0), [attempt(t.format(0), t.format(30), {"m1": list(range(8))})])],
+    )
+    _ingest(d, tmp_path / "store")
+    res = _replay(tmp_path / "store")
+    assert res["cluster"] == {"machines": 1, "gpus": 8}
+    assert any(
+        n.startswith(
+            "1 listed machines have more GPUs in placements than in the machine list (6 GPUs more)"
+        )
+        for n in res["results"][0]["notes"]
+    ), res["results"][0]["notes"]
