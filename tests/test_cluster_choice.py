@@ -62,6 +62,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     s = tmp / "store"
     doc = _ingest(_write(tmp / "trace"), s)
     (s.parent / "notes.json").write_text(json.dumps(doc["notes"]))
+    (s.parent / "rows.json").write_text(json.dumps(doc["rows_in_store"]))
     return s
 
 
@@ -80,6 +81,17 @@ def test_ingest_says_which_hosts_are_not_listed(store: Path) -> None:
         n.startswith("2 hosts (6 GPUs) are not in the machine list") and "(m10, m9)" in n
         for n in notes
     ), notes
+
+
+def test_machines_in_store_count_the_unlisted_hosts(store: Path) -> None:
+    """``ingest``'s "in store" and ``info``'s rows are what the analyses see: m1, m2 listed
+    and m9, m10 known from placements and utilization (before: 2, the machine list's rows,
+    while the report counted 4 machines)."""
+    assert json.loads((store.parent / "rows.json").read_text())["machines"] == 4
+    r = CliRunner().invoke(main, ["info", "--store", str(store), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (row,) = [t for t in json.loads(r.output)["tables"] if t["table"] == "machines"]
+    assert (row["rows"], row["rows_read"]) == (4, 2)
 
 
 def test_ingest_without_machine_list_says_where_the_cluster_came_from(tmp_path: Path) -> None:
