@@ -185,7 +185,12 @@ ATTEMPTS = Table(
         _c("attempt_idx", I32, "0-based attempt index.", nullable=False),
         _c("start_time", UTC_TS, "Start time (NULL if never started)."),
         _c("end_time", UTC_TS, "End time (NULL if still running or unknown)."),
-        _c("num_gpus", I32, "GPUs held by the attempt (sum over its machines)."),
+        _c(
+            "num_gpus",
+            I32,
+            "GPUs held by the attempt (sum over its machines); NULL when the source names "
+            "none (a published-trace attempt whose detail lists no GPU).",
+        ),
         _c("num_machines", I32, "Servers the attempt spanned."),
         _c("duration_s", F64, "end_time - start_time, seconds."),
         _c("outcome", STR, "passed, killed, failed or running (NULL if unknown)."),

@@ -564,7 +564,9 @@ class Store:
         """Rows per table as the analyses see them, after merging sources.
 
         Only tables fed by more than one source format are counted through their view; for
-        the rest the file list already holds the answer, so a large store stays cheap.
+        the rest the file list already holds the answer, so a large store stays cheap. The
+        machines view also holds the hosts that only placements or utilization name, so it
+        is counted through its view whenever those tables have rows.
         """
         counts = self.row_counts()
         formats: dict[str, set[str]] = {}
@@ -574,9 +576,11 @@ class Store:
             if tbl in schemas.TABLES:
                 formats.setdefault(schemas.logical_table(tbl), set()).add(fmt)
         views = {r[0] for r in self.con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
-        for table, fmts in formats.items():
-            if len(fmts) > 1 and table in views:  # identifiers from the schema
-                counts[table] = int(self.scalar(f'SELECT count(*) FROM "{table}"'))
+        merged = {t for t, fmts in formats.items() if len(fmts) > 1}
+        if counts.get("placements") or counts.get("machine_observations"):
+            merged.add("machines")
+        for table in sorted(merged & views):  # identifiers from the schema
+            counts[table] = int(self.scalar(f'SELECT count(*) FROM "{table}"'))
         return counts
 
     def ingest_log(self) -> Any:

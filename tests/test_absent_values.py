@@ -133,6 +133,39 @@ def test_published_job_log_without_scheduler_log_or_utilization(tmp_path: Path) 
     assert not doc["gpu_utilization"] and "missing: gpu_util" in _notes(doc, "gpu_utilization")
 
 
+def test_published_attempt_without_gpus_in_its_detail(tmp_path: Path) -> None:
+    """An attempt whose ``detail`` names no GPU ([] here) has an unknown GPU count, not 0:
+    "nogpu" passed after 30 minutes on GPUs the log does not name, so its GPU time is unknown
+    and Table 6 and the summary leave it out, saying so (before: counted with 0.00 GPU
+    hours). "ran" passed on 1 GPU for 25 minutes."""
+    from tests.store_query import q
+
+    d = tmp_path / "trace"
+    d.mkdir()
+    write_machine_list(d / "cluster_machine_list", [("m1", 8, "24GB")])
+    t = "2017-10-02 10:{:02d}:00"
+    write_job_log(
+        d / "cluster_job_log",
+        [
+            job("nogpu", t.format(0), [attempt(t.format(0), t.format(30), {})]),
+            job("ran", t.format(0), [attempt(t.format(5), t.format(30), {"m1": [0]})]),
+        ],
+    )
+    _ingest(tmp_path / "store", d, tz="America/Los_Angeles")
+    assert q(tmp_path / "store", "SELECT job_id, num_gpus, gpu_time_s FROM jobs ORDER BY 1") == [
+        ("nogpu", None, None),
+        ("ran", 1, 1500.0),
+    ]
+    doc = _report(tmp_path / "store")
+    t6 = {r["status"]: r for r in _rows(doc, "status", "table6")}
+    assert (t6["passed"]["jobs"], t6["passed"]["gpu_hours"]) == (1, pytest.approx(25 / 60))
+    assert "1 jobs with a final status are not counted: their GPU time is unknown" in _notes(
+        doc, "status"
+    )
+    assert _summary(doc)["GPU hours used"] == pytest.approx(25 / 60)
+    assert "GPU hours leave out 1 jobs whose GPU time is unknown" in _notes(doc, "summary")
+
+
 # --------------------------------------------------------------------------- YARN, no GPUs
 def _container_without_gpus(ts: str, app_id: str, n: int, c: int, host: str) -> list[str]:
     """A Hadoop 2.x allocation: memory and vCores, no GPU resource."""

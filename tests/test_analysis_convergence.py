@@ -99,3 +99,34 @@ def test_fig8_points(store: Path) -> None:
     assert got[("passed", "lowest", 0.99)] == pytest.approx(0.5)
     assert got[("killed", "within_0.1pct_of_lowest", 0.40)] == pytest.approx(1.0)
     assert pts["paper_cumulative_fraction_of_jobs"].notna().all()
+
+
+def test_gpu_hours_of_an_attempt_without_recorded_end_are_absent(tmp_path: Path) -> None:
+    """c1 as above (passed, 2 GPUs x 100 min, saves 4/3 GPU-hours); k killed, its only
+    attempt has no recorded end (the job ended: killed), losses 3, 2, 1: its curve counts
+    (lowest and within at i=2 of 3 -> 1.0), its GPU time is unknown, so the killed row's
+    GPU hours are absent (not 0) and "all" has c1's alone."""
+    jobs = [
+        Job("c1", "v", "u", "passed", 0, [Att(0, 100, "passed", {"m0": [0, 1]})]),
+        Job("k", "v", "u", "killed", 0, [Att(0, None, "killed", {"m0": [2]})]),
+    ]
+    rows = _epochs("c1", 0, [5, 3, 2.001, 2.0, 2.5]) + _epochs("k", 0, [3, 2, 1])
+    path = write_store(
+        tmp_path / "store",
+        machines={"m0": 8},
+        jobs=jobs,
+        extra={"epochs": pa.Table.from_pylist(rows)},
+    )
+    with Store(path, read_only=True) as s:
+        rep = run(s, ["convergence"])
+    t = rep["convergence"].frame("summary").set_index("status")
+    assert t.loc["killed", "jobs"] == 1
+    assert t.loc["killed", "median_frac_lowest"] == pytest.approx(1.0)
+    assert t.loc["killed", ["gpu_hours", "saved_gpu_hours", "saved_pct"]].isna().all()
+    assert t.loc["all", "jobs"] == 2
+    assert t.loc["all", "gpu_hours"] == pytest.approx(200 / 60)
+    assert t.loc["all", "saved_gpu_hours"] == pytest.approx(4 / 3)
+    assert any(
+        n.startswith("1 jobs' curve attempts have no known GPU time")
+        for n in rep["convergence"].notes
+    ), rep["convergence"].notes

@@ -191,6 +191,41 @@ def test_racks_make_fragmentation(tmp_path: Path) -> None:
         assert row["cause"] == kind
 
 
+def test_paper_view_sums_fragmentation_and_capacity(tmp_path: Path) -> None:
+    """The paper's Table 2 view picks the largest of fair-share, fragmentation + capacity and
+    other; it is not the four-way main cause renamed. Two 4-GPU servers m0, m1; quotas a=4,
+    b=8; w (a, 4 GPUs) is submitted at 0 and starts at 45 on m0:
+      [0,20)  a0 (a, 4 GPUs) holds m0: a at 4 + 4 > 4            -> fair-share 20 min
+      [20,35) b1 on m0, b2 on m1: quota left, 0 GPUs free         -> capacity 15 min
+      [35,45) b3 on m0 0-1, b4 on m1 0-1: 4 free as 2 + 2          -> fragmentation 10 min
+    Four ways, fair-share (20 min) leads; the paper's two ways, fragmentation (25 min)."""
+    q4 = [0, 1, 2, 3]
+    jobs = [
+        Job("a0", "a", "u", "passed", 0, [Att(0, 20, "passed", {"m0": q4})]),
+        Job("b2", "b", "u", "passed", 0, [Att(0, 35, "passed", {"m1": q4})]),
+        Job("b1", "b", "u", "passed", 20, [Att(20, 35, "passed", {"m0": q4})]),
+        Job("b3", "b", "u", "passed", 35, [Att(35, 45, "passed", {"m0": [0, 1]})]),
+        Job("b4", "b", "u", "passed", 35, [Att(35, 45, "passed", {"m1": [0, 1]})]),
+        Job("w", "a", "u", "passed", 0, [Att(45, 55, "passed", {"m0": q4})]),
+    ]
+    path = write_store(tmp_path / "s", machines={"m0": 4, "m1": 4}, jobs=jobs)
+    quotas = {"a": 4, "b": 8}
+    with Store(path, read_only=True) as s:
+        row = decompose_store(s, quotas).set_index("job_id").loc["w"]
+        rep = run(s, ["queueing"], vc_quotas=quotas)
+    secs = [row[f"{c}_s"] for c in ("fair_share", "capacity", "fragmentation", "other")]
+    assert secs == [pytest.approx(x * 60) for x in (20, 15, 10, 0)]
+    assert (row["cause"], row["cause_paper"], row["cause_two_way"]) == (
+        "fair_share",
+        "fragmentation",
+        "fragmentation",
+    )
+    paper = rep["queueing"].frame("table2").set_index("delay_type")["gpus_2_4"].to_dict()
+    four = rep["queueing"].frame("table2_causes").set_index("delay_type")["gpus_2_4"].to_dict()
+    assert paper == {"fair_share": 0, "fragmentation": 1, "other": 0}
+    assert four == {"fair_share": 1, "fragmentation": 0, "capacity": 0, "other": 0}
+
+
 def test_fits_strict_headroom_matches_fits_strict() -> None:
     rng = np.random.default_rng(5)
     for _ in range(400):

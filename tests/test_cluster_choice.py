@@ -62,6 +62,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     s = tmp / "store"
     doc = _ingest(_write(tmp / "trace"), s)
     (s.parent / "notes.json").write_text(json.dumps(doc["notes"]))
+    (s.parent / "rows.json").write_text(json.dumps(doc["rows_in_store"]))
     return s
 
 
@@ -80,6 +81,17 @@ def test_ingest_says_which_hosts_are_not_listed(store: Path) -> None:
         n.startswith("2 hosts (6 GPUs) are not in the machine list") and "(m10, m9)" in n
         for n in notes
     ), notes
+
+
+def test_machines_in_store_count_the_unlisted_hosts(store: Path) -> None:
+    """``ingest``'s "in store" and ``info``'s rows are what the analyses see: m1, m2 listed
+    and m9, m10 known from placements and utilization (before: 2, the machine list's rows,
+    while the report counted 4 machines)."""
+    assert json.loads((store.parent / "rows.json").read_text())["machines"] == 4
+    r = CliRunner().invoke(main, ["info", "--store", str(store), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (row,) = [t for t in json.loads(r.output)["tables"] if t["table"] == "machines"]
+    assert (row["rows"], row["rows_read"]) == (4, 2)
 
 
 def test_ingest_without_machine_list_says_where_the_cluster_came_from(tmp_path: Path) -> None:
@@ -126,3 +138,26 @@ def test_sweep_reads_the_same_choice(store: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     assert json.loads((out / "sweep.json").read_text())["machines"] == "all"
+
+
+def test_replay_notes_listed_machines_given_more_gpus(tmp_path: Path) -> None:
+    """m1 is listed with 2 GPUs, but a job ran on its GPUs 0-7 (as the published list says
+    of m51): the replay, like the analyses, gives it 8 GPUs, and says so (before: the
+    replayed cluster had 8 GPUs where the list says 2, without a word)."""
+    d = tmp_path / "trace"
+    d.mkdir()
+    write_machine_list(d / "cluster_machine_list", [("m1", 2, "12GB")])
+    t = "2017-10-02 10:{:02d}:00"
+    write_job_log(
+        d / "cluster_job_log",
+        [job("E", t.format(0), [attempt(t.format(0), t.format(30), {"m1": list(range(8))})])],
+    )
+    _ingest(d, tmp_path / "store")
+    res = _replay(tmp_path / "store")
+    assert res["cluster"] == {"machines": 1, "gpus": 8}
+    assert any(
+        n.startswith(
+            "1 listed machines have more GPUs in placements than in the machine list (6 GPUs more)"
+        )
+        for n in res["results"][0]["notes"]
+    ), res["results"][0]["notes"]

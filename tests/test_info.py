@@ -25,7 +25,7 @@ data    7 Parquet files, <SIZE>
 
 Tables (rows: as the analyses see them, sources merged; read: from every source; times UTC)
 table             rows  read  files              from                to
-machines             3     3      1                 –                 –
+machines             4     3      1                 –                 –
 jobs                 3     3      1  2017-10-03 17:00  2017-10-03 19:00
 attempts             2     2      1  2017-10-03 17:05  2017-10-03 18:05
 placements           6     6      1                 –                 –

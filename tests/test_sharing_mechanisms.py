@@ -99,6 +99,9 @@ def test_a_spike_under_the_limit_is_harmless() -> None:
 def test_a_job_bigger_than_the_limit_is_never_placed_by_muxflow() -> None:
     m = simulate_sharing(one_job(0.5), tiny(), "muxflow", minutes=60).metrics
     assert m["shared_fraction"] == 0 and m["evictions"] == 0
+    # Nothing shared: the means over shared GPU-minutes are absent, not 0 (issue 13).
+    assert m["shared_duty_mean"] is None and m["shared_speed_mean"] is None
+    assert m["online_slowdown_p50"] is None
 
 
 # ---------------------------------------------------------------- matching

@@ -52,3 +52,19 @@ def test_scheduler_causes_on_a_two_server_cluster() -> None:
     assert res.metrics["fragmentation_delay_s"] == 0.0
     pl = res.placements.to_pylist()
     assert {r["machine_id"] for r in pl if r["job_id"] == "b2"} == {"m0"}
+
+
+def test_no_wait_gives_no_fair_share_fraction() -> None:
+    """One 8-GPU server; a (4 GPUs, 0-100 s) and b (4 GPUs, submitted at 10 s) both start at
+    once: nobody waits, every delay total is 0 and the fair-share share of no waiting is
+    absent (NaN, shown as "-"; before: 0.0, as if all the waiting had other causes)."""
+    import math
+
+    wl = Workload.from_columns(["a", "b"], [0, 10 * S], ["v", "v"], [4, 4], [[100 * S], [50 * S]])
+    res = simulate(wl, Cluster.build(["m0"], [8]), "philly", {"v": 8})
+    m = res.metrics
+    assert [m[f"{c}_delay_s"] for c in ("fair_share", "fragmentation", "capacity", "other")] == [
+        0.0
+    ] * 4
+    assert math.isnan(m["fair_share_delay_frac"])
+    assert res.waiting.num_rows == 0

@@ -342,7 +342,9 @@ class _JobLogSession:
                 outcome = LAST_OUTCOME.get(status or "")
             else:
                 outcome = "failed"
-            att_rows.append((job_id, i, si, si + 1, n_gpus, len(detail), outcome))
+            # No GPU in the detail (none, or entries without gpus): the count is not
+            # recorded, not 0 (docs/analyses.md, "Absent, not 0").
+            att_rows.append((job_id, i, si, si + 1, n_gpus or None, len(detail), outcome))
         # Only now, with the whole job valid, append its rows.
         chunk.jobs["job_id"].append(job_id)
         chunk.jobs["vc"].append(_str_or_none(obj.get("vc")))

@@ -161,21 +161,32 @@ def machines_choice(store: Any, machines: str | None) -> str:
     return "listed" if has_list else "all"
 
 
-def unlisted_note(store: Any, machines: str | None) -> str | None:
-    """What ``--machines listed`` leaves out (hosts and GPUs), or None."""
-    if machines_choice(store, machines) != "listed":
-        return None
-    hosts, gpus = store.con.execute(
-        "SELECT count(*), coalesce(sum(num_gpus), 0) FROM machines "
-        "WHERE listed_num_gpus IS NULL AND coalesce(num_gpus, 0) > 0"
+def cluster_notes(store: Any, machines: str | None) -> list[str]:
+    """How the replayed cluster differs from the machine list: the hosts ``--machines
+    listed`` leaves out (hosts and GPUs), and listed machines that placements gave more GPUs
+    than listed (the replay, like the analyses, gives them ``num_gpus``)."""
+    choice = machines_choice(store, machines)
+    hosts, gpus, bigger, extra = store.con.execute(
+        "SELECT count(*) FILTER (WHERE listed_num_gpus IS NULL AND coalesce(num_gpus, 0) > 0),"
+        " coalesce(sum(num_gpus) FILTER (WHERE listed_num_gpus IS NULL), 0),"
+        " count(*) FILTER (WHERE num_gpus > listed_num_gpus),"
+        " coalesce(sum(num_gpus - listed_num_gpus) FILTER (WHERE num_gpus > listed_num_gpus), 0)"
+        " FROM machines"
     ).fetchone()
-    if not hosts:
-        return None
-    return (
-        f"{int(hosts):,} hosts ({int(gpus):,} GPUs) not in the machine list are left out of the "
-        "replayed cluster (--machines listed); their jobs are replayed on the listed machines. "
-        "--machines all keeps them"
-    )
+    notes = []
+    if choice == "listed" and hosts:
+        notes.append(
+            f"{int(hosts):,} hosts ({int(gpus):,} GPUs) not in the machine list are left out of "
+            "the replayed cluster (--machines listed); their jobs are replayed on the listed "
+            "machines. --machines all keeps them"
+        )
+    if bigger:
+        notes.append(
+            f"{int(bigger):,} listed machines have more GPUs in placements than in the machine "
+            f"list ({int(extra):,} GPUs more): the replayed cluster gives them the GPUs jobs "
+            "used, as the analyses do (num_gpus)"
+        )
+    return notes
 
 
 class FreeState:

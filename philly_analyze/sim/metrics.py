@@ -56,7 +56,7 @@ METRICS: dict[str, str] = {
     "capacity_delay_s": "total waiting time attributed to capacity (quota left, fewer GPUs "
     "free in the cluster than the demand)",
     "other_delay_s": "total waiting time with quota and a placement free (head-of-line blocking)",
-    "fair_share_delay_frac": "fair share / all waiting time",
+    "fair_share_delay_frac": "fair share / all waiting time (absent when nothing waited)",
     "gpu_util_allocated_pct": "GPU-time allocated / (cluster GPUs x makespan)",
     "gpu_util_effective_pct": "GPU-time of useful work (locality slowdown removed) / same",
     "makespan_s": "last end - first submit",
@@ -173,7 +173,8 @@ def compute_metrics(
     for c, total in zip(CAUSES, by_cause.tolist(), strict=True):
         m[f"{c}_delay_s"] = total / us
     all_wait = int(by_cause.sum())
-    m["fair_share_delay_frac"] = int(by_cause[0]) / all_wait if all_wait else 0.0
+    # A share of no waiting is not 0: absent (NaN -> null, "-") when nothing waited.
+    m["fair_share_delay_frac"] = int(by_cause[0]) / all_wait if all_wait else math.nan
     span = (float(row_end.max()) - float(submit.min())) / us if len(row_end) else 0.0
     cap = total_gpus * span
     alloc = float((row_gpus * (row_end - row_start)).sum()) / us

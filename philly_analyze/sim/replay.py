@@ -81,17 +81,17 @@ def load_inputs(
     like the report's: the file if given, else the store's ``vc_quotas.csv`` (a replay
     output keeps the quotas it used there, so the same settings reproduce it), else
     inferred from GPU-time shares. ``machines``: ``listed``, ``all`` or None (the default of
-    ``cluster.machines_choice``); the hosts it leaves out are noted in the workload's notes."""
-    from philly_analyze.sim.cluster import unlisted_note
+    ``cluster.machines_choice``); how the cluster differs from the machine list is noted
+    in the workload's notes."""
+    from philly_analyze.sim.cluster import cluster_notes
     from philly_analyze.store import Store
 
     with Store(store_path, read_only=True) as store:
         wl = Workload.from_store(store)
         cluster = Cluster.from_store(store, racks=racks, machines=machines)
-        note = unlisted_note(store, machines)
+        notes = cluster_notes(store, machines)
         quotas = quotas_for_store(store, quotas_path)
-    if note:
-        wl.notes.append(note)
+    wl.notes.extend(notes)
     if cluster.num_machines == 0:
         raise UserError(
             "has no machines; ingest a machine list (e.g. cluster_machine_list) first",

@@ -189,27 +189,27 @@ class Workload:
         over the merged views). Excluded jobs are counted in ``notes``."""
         import pyarrow.compute as pc
 
-        total = store.scalar("SELECT count(*) FROM jobs")
-        # A job with an attempt whose end is not recorded is left out whole: replaying its
-        # other attempts would give it another outcome (docs/replay.md).
-        end_unknown = store.scalar(
-            "SELECT count(DISTINCT job_id) FROM attempts WHERE timing = 'end_unknown'"
-        )
+        # One pass over the merged views (each costs seconds at a million jobs): every job
+        # with its attempts, filtered here. A job with an attempt whose end is not recorded
+        # is left out whole: replaying its other attempts would give it another outcome
+        # (docs/replay.md).
         t = store.arrow(
             """
-            WITH a AS (SELECT job_id, attempt_idx, duration_s, outcome, num_machines
-                       FROM attempts WHERE duration_s IS NOT NULL AND duration_s >= 0)
+            WITH a AS (SELECT job_id, attempt_idx, duration_s, outcome, num_machines, timing
+                       FROM attempts)
             SELECT j.job_id, epoch_us(j.submit_time) AS submit_us, j.vc, j.user_id,
                    j.num_gpus::BIGINT AS num_gpus,
                    coalesce(epoch_us(j.first_start), ?) AS obs_start, j.status, j.flags,
                    round(a.duration_s * 1e6)::BIGINT AS dur_us, a.outcome,
-                   coalesce(a.num_machines, 0)::BIGINT AS servers
-            FROM jobs j JOIN a USING (job_id)
-            WHERE j.submit_time IS NOT NULL AND coalesce(j.num_gpus, 0) > 0
-              AND j.job_id NOT IN (SELECT job_id FROM attempts WHERE timing = 'end_unknown')
+                   coalesce(a.num_machines, 0)::BIGINT AS servers,
+                   coalesce(a.timing = 'end_unknown', false) AS end_unknown,
+                   coalesce(j.submit_time IS NOT NULL AND j.num_gpus > 0
+                            AND a.duration_s >= 0, false) AS usable
+            FROM jobs j LEFT JOIN a USING (job_id)
             ORDER BY submit_us, j.job_id, a.attempt_idx""",
             [int(cls.MISSING)],
         )
+        t, total, end_unknown = _usable_rows(t)
         ids = t.column("job_id")
         if t.num_rows:
             new_job = np.r_[
@@ -266,6 +266,26 @@ class Workload:
                 "no GPUs, or no attempt with a duration)"
             )
         return wl
+
+
+def _usable_rows(t: pa.Table) -> tuple[pa.Table, int, int]:
+    """The rows of ``from_store``'s query that replay (usable attempts of jobs without an
+    attempt of unknown end), the number of jobs and the number left out for an unknown end.
+    Rows are sorted by job, so a job's rows are contiguous."""
+    import pyarrow.compute as pc
+
+    if t.num_rows == 0:
+        return t, 0, 0
+    ids = t.column("job_id")
+    new = np.r_[
+        True,
+        pc.not_equal(ids.slice(1), ids.slice(0, t.num_rows - 1)).to_numpy(zero_copy_only=False),
+    ]
+    first = np.flatnonzero(new)
+    job_of_row = np.cumsum(new) - 1
+    unknown = np.logical_or.reduceat(t.column("end_unknown").to_numpy(zero_copy_only=False), first)
+    usable = t.column("usable").to_numpy(zero_copy_only=False) & ~unknown[job_of_row]
+    return t.filter(pa.array(usable)), len(first), int(unknown.sum())
 
 
 def _index_in(arr: pa.ChunkedArray, names: Sequence[str]) -> np.ndarray:

@@ -126,6 +126,7 @@ def _result(sim: SharingSim, horizon: float) -> SharingResult:
     per_online = max(G, 1) * T
     per_all = max(G + n_ord, 1) * T
     ms = sim.match_stats
+    active = s.get("active_gpu_minutes", 0.0)
     m: dict[str, Any] = {
         "policy": sim.policy,
         "online_gpus": G,
@@ -138,8 +139,9 @@ def _result(sim: SharingSim, horizon: float) -> SharingResult:
         "sm_activity_all": (s["sm_online"] + s["sm_ordinary"]) / per_all,
         "gpu_memory_all": (s["mem_online"] + s["mem_ordinary"]) / per_all,
         "shared_fraction": s["shared_gpu_minutes"] / per_online,
-        "shared_duty_mean": s.get("duty_sum", 0.0) / max(s.get("active_gpu_minutes", 0.0), 1e-9),
-        "shared_speed_mean": s.get("speed_sum", 0.0) / max(s.get("active_gpu_minutes", 0.0), 1e-9),
+        # Means over shared GPU-minutes: absent (None), not 0, when no GPU was shared.
+        "shared_duty_mean": s.get("duty_sum", 0.0) / active if active else None,
+        "shared_speed_mean": s.get("speed_sum", 0.0) / active if active else None,
         "online_slowdown_p50": acc.slowdown_quantile(0.5),
         "online_slowdown_p99": acc.slowdown_quantile(0.99),
         "slo_violation_minutes": s["violation_gpu_minutes"],
