@@ -55,7 +55,7 @@ from philly_analyze.errors import StoreError
 STORE_VERSION = 1
 #: Bump when the SQL of the views changes: a store whose views were made by another version
 #: gets them rebuilt when opened (in the catalog; as temporary views when it cannot be written).
-VIEWS_VERSION = "4"
+VIEWS_VERSION = "5"
 #: Where the bookkeeping lives (``_files``, ``_meta``, ``<table>_all``).
 INTERNAL = schemas.INTERNAL_SCHEMA
 DEFAULT_STORE = "philly-store"
@@ -791,7 +791,8 @@ def _canonical_views(
             SELECT job_id, count(*)::INTEGER AS num_attempts,
                    min(start_time) AS first_start,
                    max(end_time) FILTER (WHERE is_last) AS last_end,
-                   arg_min(num_gpus, attempt_idx) AS first_gpus,
+                   -- A total order: one source may list an attempt twice (a job twice).
+                   arg_min(num_gpus, (attempt_idx, start_time, num_gpus)) AS first_gpus,
                    -- Unknown (NULL), not a partial sum, when one attempt's share is unknown.
                    CASE WHEN bool_and(duration_s IS NOT NULL AND num_gpus IS NOT NULL)
                         THEN sum(duration_s * num_gpus) END AS gpu_time_s
