@@ -125,7 +125,7 @@ def _views(store: Path, threads: int) -> dict[str, tuple]:
 
 def test_every_merged_view_gives_one_answer_over_new_connections(tmp_path: Path) -> None:
     """Machine lists and job logs that disagree (equal priority, separate batches), and one
-    job log that lists a job twice: each merged view gives the same rows on 40 new
+    job log that lists a job twice: each merged view gives the same rows on 20 new
     connections, one or two threads; and the rule's answer, whatever the rows' order.
 
     Before: ``jobs.num_gpus`` was ``arg_min(num_gpus, attempt_idx)``, tied when one source
@@ -149,7 +149,7 @@ def test_every_merged_view_gives_one_answer_over_new_connections(tmp_path: Path)
     store = tmp_path / "store"
     for p in (a, b, log1, log2, twice):
         _ingest(store, p)
-    answers = Counter(repr(_views(store, 1 + i % 2)) for i in range(40))
+    answers = Counter(repr(_views(store, 1 + i % 2)) for i in range(20))
     assert len(answers) == 1, answers
     views = _views(store, 2)
     con = connect(str(store / "catalog.duckdb"), read_only=True)
