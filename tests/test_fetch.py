@@ -76,8 +76,8 @@ class Handler(BaseHTTPRequestHandler):
         if st.budget is not None:
             n = min(n, st.budget)
             st.budget -= n
+        st.sent += n  # before the write: the client may be done before this thread goes on
         self.wfile.write(body[:n])
-        st.sent += n
 
     def log_message(self, *args: object) -> None:
         pass
