@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 
 class UserError(Exception):
     """A problem with the user's input or environment, with a message that says how to fix it."""
@@ -31,3 +40,131 @@ class UnreadableInputError(InputFormatError):
 
 class StoreError(UserError):
     """The store cannot be opened or written (locked, missing, wrong version)."""
+
+
+class UsageError(UserError):
+    """A command line that cannot mean anything, found after parsing (a metric no run has):
+    exit 2, as click's usage errors."""
+
+    exit_code = 2
+
+
+class UnwritableError(UserError):
+    """A path cannot be written: a read-only file system, no permission, a full disk."""
+
+
+#: errno values of failures of the environment (space, permissions, what a path is), which
+#: the user fixes; other OSErrors are bugs and keep their traceback.
+ENVIRONMENT_ERRNOS: frozenset[int] = frozenset(
+    {
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EFBIG,
+        errno.EROFS,
+        errno.EACCES,
+        errno.EPERM,
+        errno.EISDIR,
+        errno.ENOTDIR,
+        errno.ENAMETOOLONG,
+        errno.EIO,
+    }
+)
+#: Those only a write gives.
+WRITE_ERRNOS: frozenset[int] = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+#: What to do about each (the message says how to fix).
+_HINTS = {
+    errno.ENOSPC: "free some space and run the command again",
+    errno.EDQUOT: "free some space and run the command again",
+    errno.EROFS: "choose a writable location",
+    errno.EACCES: "check its permissions or choose another location",
+    errno.EPERM: "check its permissions or choose another location",
+}
+#: A path in an error text: pyarrow quotes it with ', DuckDB with " (\" inside JSON).
+_QUOTED_PATH = re.compile(r"""\\?["'](/[^"'\\]+)\\?["']""")
+
+
+def io_failure(e: BaseException) -> tuple[str | None, int] | None:
+    """(path or None, errno) when ``e`` is an I/O failure of the environment -- an OSError
+    (pyarrow's too) or a DuckDB error caused by one -- else None."""
+    if isinstance(e, OSError):
+        if e.errno not in ENVIRONMENT_ERRNOS:
+            return None
+        name = e.filename if isinstance(e.filename, str) else None
+        return name or _path_in(str(e)), e.errno
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is None or not isinstance(e, duckdb.Error):
+        return None
+    text = str(e)
+    # DuckDB gives the cause as strerror text ("...": No space left on device).
+    code = next((c for c in sorted(ENVIRONMENT_ERRNOS) if os.strerror(c) in text), None)
+    return None if code is None else (_path_in(text), code)
+
+
+def environment_error(e: BaseException) -> UserError | None:
+    """``e`` as one line naming the path and the cause, if it is an I/O failure of the
+    environment (``io_failure``); None for any other error."""
+    found = io_failure(e)
+    return None if found is None else _environment_line(*found)
+
+
+def _environment_line(path: str | None, code: int) -> UserError:
+    if path is not None and code in WRITE_ERRNOS:
+        return unwritable(path, code)
+    return UserError(os.strerror(code), source=path)
+
+
+def _path_in(text: str) -> str | None:
+    m = _QUOTED_PATH.search(text)
+    return m.group(1) if m else None
+
+
+def unwritable(
+    path: str | os.PathLike[str], code: int, keeps: str = "", option: str = ""
+) -> UnwritableError:
+    """The one line for ``path`` that cannot be written (``code``: errno; ``option``: the
+    option that named it), with what is unharmed (``keeps``) and how to fix it."""
+    hint = "; ".join(h for h in (keeps, _HINTS.get(code, "")) if h)
+    opt = f" ({option})" if option else ""
+    return UnwritableError(
+        f"cannot write {path}{opt}: {os.strerror(code)}" + (f" ({hint})" if hint else "")
+    )
+
+
+@contextmanager
+def writing(root: str | os.PathLike[str], keeps: str = "") -> Iterator[None]:
+    """Turn an I/O failure of the environment inside the block (``io_failure``) into one
+    ``UnwritableError`` naming the file below ``root`` that failed (``root`` itself when the
+    error does not say: pyarrow's do not) and the cause, with what is unharmed (``keeps``).
+    A failure on another path is ``environment_error``'s line."""
+    try:
+        yield
+    except UserError:
+        raise
+    except Exception as e:
+        found = io_failure(e)
+        if found is None:
+            raise
+        path, code = found
+        if path is not None and not Path(path).absolute().is_relative_to(Path(root).absolute()):
+            raise _environment_line(path, code) from e
+        raise unwritable(path or root, code, keeps) from e
+
+
+def check_writable(path: str | os.PathLike[str], option: str = "") -> None:
+    """Refuse an output path that cannot be written before any work is done: a file is
+    created and removed in ``path`` (a folder) or in its nearest existing parent. Nothing is
+    left behind. ``option`` (``--out``...) is named in the message."""
+    p = Path(path)
+    target = p if p.is_dir() else next((a for a in p.absolute().parents if a.exists()), None)
+    if target is None:
+        raise unwritable(path, errno.ENOENT, option=option)
+    if not target.is_dir():
+        raise unwritable(path, errno.ENOTDIR, option=option)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".philly-write-check-", dir=target)
+    except OSError as e:
+        if e.errno is None:
+            raise
+        raise unwritable(path, e.errno, option=option) from None
+    os.close(fd)
+    os.unlink(probe)

@@ -146,7 +146,8 @@ JOBS = Table(
         _c(
             "num_gpus",
             I32,
-            "GPUs of the first attempt; the requested count when the job never ran.",
+            "GPUs of the first attempt (of a source listing it twice, the earlier-starting "
+            "listing, then the fewer GPUs); the requested count when the job never ran.",
         ),
         _c("num_attempts", I32, "Number of attempts.", derived=True),
         _c("first_start", UTC_TS, "Start of the first attempt.", derived=True),

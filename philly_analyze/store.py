@@ -50,12 +50,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from philly_analyze import schemas
-from philly_analyze.errors import StoreError
+from philly_analyze.errors import StoreError, io_failure, unwritable
 
 STORE_VERSION = 1
 #: Bump when the SQL of the views changes: a store whose views were made by another version
 #: gets them rebuilt when opened (in the catalog; as temporary views when it cannot be written).
-VIEWS_VERSION = "4"
+VIEWS_VERSION = "5"
 #: Where the bookkeeping lives (``_files``, ``_meta``, ``<table>_all``).
 INTERNAL = schemas.INTERNAL_SCHEMA
 DEFAULT_STORE = "philly-store"
@@ -261,14 +261,20 @@ class Store:
         #: Schema of _files/_meta: ``internal``, or ``main`` in a store of the older layout
         #: opened read-only where the catalog could not be upgraded.
         self._internal = INTERNAL
-        if not read_only:
-            self._init_catalog()
-            self._collect_garbage()
-        else:
-            self._internal = self._meta_schema() or INTERNAL
-        stale = self._stale_reason()
-        if stale is not None:
-            self._repair(stale)
+        try:
+            if not read_only:
+                self._init_catalog()
+                self._collect_garbage()
+            else:
+                self._internal = self._meta_schema() or INTERNAL
+            stale = self._stale_reason()
+            if stale is not None:
+                self._repair(stale)
+        except BaseException:
+            # Not left open until collected: the caller may remove or reopen the store.
+            with contextlib.suppress(duckdb.Error):
+                self.con.close()
+            raise
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -277,13 +283,21 @@ class Store:
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        # Failing already (a full disk): the first error is the one to report.
+        with contextlib.suppress(duckdb.Error):
+            self.close()
 
     def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         try:
             return connect(str(self.catalog), read_only=read_only)
         except duckdb.IOException as e:
+            found = io_failure(e)
+            if found is not None and not read_only:  # a read-only file system, no permission
+                raise unwritable(self.catalog, found[1]) from e
             raise StoreError(
                 f"cannot open {self.catalog}: {str(e).splitlines()[0]} "
                 "(is another philly-analyze or duckdb process using this store?)"
@@ -383,7 +397,7 @@ class Store:
             yield b
         finally:
             for w in b._writers.values():
-                w.close()
+                _discard(w)
             shutil.rmtree(staging, ignore_errors=True)
 
     def commit(
@@ -445,7 +459,7 @@ class Store:
             self._rebuild_views_sql()
             c.execute("COMMIT")
         except BaseException:
-            c.execute("ROLLBACK")
+            _rollback(c)
             for _, rel, _ in moved:
                 (self.path / rel).unlink(missing_ok=True)
             raise
@@ -466,8 +480,12 @@ class Store:
             self._rebuild_views_sql(temporary=True)
             return
         self.con.execute("BEGIN TRANSACTION")
-        self._rebuild_views_sql()
-        self.con.execute("COMMIT")
+        try:
+            self._rebuild_views_sql()
+            self.con.execute("COMMIT")
+        except BaseException:
+            _rollback(self.con)
+            raise
 
     def _files_by_table(self) -> dict[str, list[_File]]:
         """Live files per table, by the table whose rows they hold: a wide table's files are
@@ -608,8 +626,24 @@ def _move_to_internal(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(f"DROP VIEW IF EXISTS main.{name}_all")
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        _rollback(con)
         raise
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll back the open transaction, if there still is one: a COMMIT that failed (a full
+    disk under the WAL) has already ended it, and the error to report is the first one."""
+    with contextlib.suppress(duckdb.Error):
+        con.execute("ROLLBACK")
+
+
+def _discard(writer: pq.ParquetWriter) -> None:
+    """Close a writer whose batch is being thrown away. On a full disk the close fails too;
+    pyarrow would then retry it when the writer is collected, printing a second error."""
+    try:
+        writer.close()
+    except OSError:
+        writer.is_open = False
 
 
 def _first(rows: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
@@ -795,7 +829,8 @@ def _canonical_views(
             SELECT job_id, count(*)::INTEGER AS num_attempts,
                    min(start_time) AS first_start,
                    max(end_time) FILTER (WHERE is_last) AS last_end,
-                   arg_min(num_gpus, attempt_idx) AS first_gpus,
+                   -- A total order: one source may list an attempt twice (a job twice).
+                   arg_min(num_gpus, (attempt_idx, start_time, num_gpus)) AS first_gpus,
                    -- Unknown (NULL), not a partial sum, when one attempt's share is unknown.
                    CASE WHEN bool_and(duration_s IS NOT NULL AND num_gpus IS NOT NULL)
                         THEN sum(duration_s * num_gpus) END AS gpu_time_s
@@ -834,6 +869,70 @@ def _canonical_views(
         if name not in views and not table.physical_only:
             views[name] = f"SELECT * FROM {raw}{name}_all"
     return views
+
+
+#: What a store directory holds (``Store``): removed by ``created_or_nothing`` when empty.
+_STORE_ENTRIES = ("catalog.duckdb", "catalog.duckdb.wal", "parquet", ".staging")
+
+
+@contextmanager
+def created_or_nothing(path: str | os.PathLike[str]) -> Iterator[None]:
+    """For a command that may create the store at ``path``: when the block fails and the
+    store it created holds no source, remove the store and every folder made for it, so a
+    failed first ingest leaves nothing behind. An existing store is never touched."""
+    p = Path(path).absolute()
+    if (p / "catalog.duckdb").exists():
+        yield
+        return
+    # The top-most folder that does not exist yet (folders above it are the user's).
+    made = next((a for a in [p, *p.parents] if a.parent.exists()), p)
+    existed = made.exists()
+    try:
+        yield
+    except BaseException:
+        if _holds_nothing(p):
+            for name in _STORE_ENTRIES:
+                entry = p / name
+                if entry.is_dir():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+            if not existed:
+                for d in [p, *p.parents]:
+                    with contextlib.suppress(OSError):
+                        d.rmdir()  # only empty folders: anything else stays
+                    if d == made:
+                        break
+        raise
+
+
+def _holds_nothing(store: Path) -> bool:
+    """Whether ``store`` has no catalog, or one that lists no file and no source."""
+    if not (store / "catalog.duckdb").exists():
+        return True
+    try:
+        con = connect(str(store / "catalog.duckdb"), read_only=True)
+    except duckdb.Error:
+        return False  # unreadable (locked, damaged): not ours to remove
+    try:
+        # A catalog whose set-up failed (a full disk) may lack the tables: it holds nothing.
+        tables = {
+            r[0]
+            for r in con.execute(
+                "SELECT schema_name || '.' || table_name FROM duckdb_tables() "
+                "WHERE database_name = current_database()"
+            ).fetchall()
+        }
+        counts = [
+            con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+            for t in (f"{INTERNAL}._files", "main.ingest_log")
+            if t in tables
+        ]
+    except duckdb.Error:
+        return False
+    finally:
+        con.close()
+    return not any(counts)
 
 
 def open_store(path: str | os.PathLike[str] | None, *, read_only: bool = True) -> Store:

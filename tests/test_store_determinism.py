@@ -108,3 +108,61 @@ def test_one_job_in_two_job_logs(tmp_path: Path) -> None:
         n.startswith("1 jobs are given different values") and "J status: killed in" in n
         for n in doc["notes"]
     ), doc["notes"]
+
+
+MERGED = ("machines", "jobs", "attempts", "placements")
+
+
+def _views(store: Path, threads: int) -> dict[str, tuple]:
+    """Every row of each merged view, on a new connection with ``threads`` threads."""
+    con = connect(str(store / "catalog.duckdb"), read_only=True)
+    try:
+        con.execute(f"SET threads = {threads}")
+        return {v: tuple(con.execute(f"SELECT * FROM {v} ORDER BY ALL").fetchall()) for v in MERGED}
+    finally:
+        con.close()
+
+
+def test_every_merged_view_gives_one_answer_over_new_connections(tmp_path: Path) -> None:
+    """Machine lists and job logs that disagree (equal priority, separate batches), and one
+    job log that lists a job twice: each merged view gives the same rows on 20 new
+    connections, one or two threads; and the rule's answer, whatever the rows' order.
+
+    Before: ``jobs.num_gpus`` was ``arg_min(num_gpus, attempt_idx)``, tied when one source
+    lists attempt 0 twice: the first row read won (1 GPU here; 4 with the entries swapped)."""
+    a, b = _lists(tmp_path)
+    t = "2017-10-02 10:{:02d}:00"
+    log1 = write_job_log(
+        tmp_path / "log1", [job("J", t.format(0), [attempt(t.format(1), t.format(9), {"m1": [0]})])]
+    )
+    log2 = write_job_log(
+        tmp_path / "log2",
+        [job("J", t.format(0), [attempt(t.format(2), t.format(8), {"m2": [0, 1]})], "Killed")],
+    )
+    twice = write_job_log(
+        tmp_path / "log3",
+        [  # K twice: the later-starting listing of attempt 0 first
+            job("K", t.format(0), [attempt(t.format(3), t.format(5), {"m1": [0]})], "Killed"),
+            job("K", t.format(0), [attempt(t.format(2), t.format(9), {"m1": [0, 1, 2, 3]})]),
+        ],
+    )
+    store = tmp_path / "store"
+    for p in (a, b, log1, log2, twice):
+        _ingest(store, p)
+    answers = Counter(repr(_views(store, 1 + i % 2)) for i in range(20))
+    assert len(answers) == 1, answers
+    views = _views(store, 2)
+    con = connect(str(store / "catalog.duckdb"), read_only=True)
+    try:
+        jobs = dict(
+            (r[0], r[1:])
+            for r in con.execute(
+                "SELECT job_id, status, num_gpus, source FROM jobs ORDER BY job_id"
+            ).fetchall()
+        )
+    finally:
+        con.close()
+    assert jobs["J"][:2] == ("killed", 2)  # log2, ingested after log1
+    # K's first attempt: attempt 0, the earliest-starting of its two listings (4 GPUs).
+    assert jobs["K"][1] == 4
+    assert next(r for r in views["machines"] if r[0] == "m1")[2] == 2  # list b, the later one

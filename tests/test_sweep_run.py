@@ -293,14 +293,16 @@ def _csv(text: str) -> pd.DataFrame:
 def test_former_metric_name_is_accepted_with_a_note(store: Path, tmp_path: Path) -> None:
     """``fidelity_queue_mae_s`` was renamed ``fidelity_queue_median_abs_err_s`` (it is a
     median): ``--metric`` takes the old name, says so, and shows the metric; an unknown name
-    is a note naming the closest one."""
+    is a usage error naming the closest one (issue 14: it was a note, and exit 0)."""
     r = sweep(
         "--store", str(store), "--policy", "philly", "--metric", "fidelity_queue_mae_s",
-        "--metric", "queue_mean", "--workers", "1", "--format", "csv",
+        "--workers", "1", "--format", "csv",
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     assert "'fidelity_queue_mae_s' is now called 'fidelity_queue_median_abs_err_s'" in r.stderr
-    assert "no metric 'queue_mean' in these runs (did you mean queue_mean_s?)" in r.stderr
+    r = sweep("--store", str(store), "--policy", "philly", "--metric", "queue_mean", "-q")
+    assert r.exit_code == 2
+    assert "no metric 'queue_mean' (did you mean queue_mean_s?)" in r.stderr
     table = sweep(
         "--store", str(store), "--policy", "philly", "--metric", "fidelity_queue_mae_s",
         "--workers", "1", "-q",

@@ -46,7 +46,8 @@ def curves(ctx: Context) -> pd.DataFrame:
                    count(*) OVER (PARTITION BY e.job_id) AS n,
                    min(e.loss) OVER (PARTITION BY e.job_id) AS best
             FROM e JOIN pick USING (job_id, attempt_idx)
-            WINDOW w AS (PARTITION BY e.job_id ORDER BY e.epoch, e.line_no))
+            -- loss last: a total order (two logs of one attempt may share epoch and line).
+            WINDOW w AS (PARTITION BY e.job_id ORDER BY e.epoch, e.line_no, e.loss))
         SELECT s.job_id, j.status, s.n,
                min(s.i) FILTER (WHERE s.loss <= s.best) AS i_lowest,
                min(s.i) FILTER (WHERE s.loss <= s.best + {WITHIN} * abs(s.best)) AS i_within,

@@ -53,7 +53,9 @@ def failed_trials(ctx: Context) -> pd.DataFrame:
         f"""WITH f AS (
             SELECT job_id, attempt_idx, reason, any_value(categories) AS categories,
                    any_value({verdict}) AS verdict,
-                   arg_min(message, coalesce(line_no, 0)) AS message
+                   -- The first matching line; the message breaks ties (two logs of one
+                   -- attempt), so the same store always shows the same example.
+                   arg_min(message, (coalesce(line_no, 0), message)) AS message
             FROM failures {scoped}
             GROUP BY job_id, attempt_idx, reason)
         SELECT f.job_id, f.attempt_idx, j.user_id, coalesce(f.reason, 'No signature') AS reason,

@@ -2,7 +2,8 @@
 
 Each verb lives in its own module ``philly_analyze.cli.<verb>`` exposing a click command named
 ``command``; it parses options, calls the library and prints. Errors the user can fix
-(``UserError``) print one line and exit 1; Ctrl-C exits 130.
+(``UserError``) print one line and exit 1 (``UsageError`` 2), and so do failures of the
+environment (a full disk, a read-only path: ``errors.environment_error``); Ctrl-C exits 130.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class LazyGroup(click.Group):
         import signal
         import threading
 
-        from philly_analyze.errors import UserError
+        from philly_analyze.errors import UserError, environment_error
 
         # Ctrl-C may land inside a DuckDB query, which then fails with its own error (an
         # InterruptException, a RuntimeError, even std::bad_cast from a half-built result):
@@ -81,7 +82,14 @@ class LazyGroup(click.Group):
         except Exception as e:
             if interrupted or _is_query_interrupt(e):
                 _exit_interrupted()
-            raise
+            # A full disk or a read-only path that no verb foresaw: still one line.
+            err = environment_error(e)
+            if err is None and isinstance(e, MemoryError):
+                err = UserError("out of memory (try a smaller input or fewer at once)")
+            if err is None:
+                raise
+            click.echo(f"error: {err.format()}", err=True)
+            sys.exit(err.exit_code)
         finally:
             if main_thread:
                 signal.signal(signal.SIGINT, previous)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from philly_analyze.cli.options import quiet_option
+from philly_analyze.cli.options import PathType, quiet_option
+from philly_analyze.errors import check_writable
 
 
 @click.command(
@@ -29,7 +30,7 @@ Examples:
 @click.option(
     "--to",
     "dest",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathType(file_okay=False, path_type=Path),
     default=Path("."),
     show_default=True,
     help="Folder to put the files in (created if missing).",
@@ -43,7 +44,7 @@ Examples:
 )
 @click.option(
     "--registry",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    type=PathType(dir_okay=False, exists=True, path_type=Path),
     envvar="PHILLY_DATASETS",
     help="A registry file in the form of philly_analyze/data/datasets.toml to use instead. "
     "Env: PHILLY_DATASETS.",
@@ -73,6 +74,8 @@ def command(
             f"unknown dataset {', '.join(unknown)}; choose from {', '.join(datasets)}",
             param_hint="NAME",
         )
+
+    check_writable(dest, "--to")
 
     def note(text: str) -> None:
         if not quiet:

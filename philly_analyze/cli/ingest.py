@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import functools
 import json
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -12,14 +14,14 @@ import click
 from rich.table import Table
 
 from philly_analyze.cli.ingest_output import OutcomePrinter
-from philly_analyze.cli.options import quiet_option, store_option
-from philly_analyze.errors import UserError
+from philly_analyze.cli.options import PathType, quiet_option, store_option
+from philly_analyze.errors import UserError, check_writable, writing
 from philly_analyze.ingest.formats import IngestContext, get_format, load_formats
 from philly_analyze.ingest.framework_ids import JOB_KEYS
 from philly_analyze.ingest.ganglia_hosts import parse_host_pattern
 from philly_analyze.ingest.pipeline import IngestReport, check_report, ingest_paths
 from philly_analyze.progress import stderr_console, track
-from philly_analyze.store import Store
+from philly_analyze.store import Store, created_or_nothing
 from philly_analyze.timeutil import (
     DEFAULT_ORIGIN,
     DEFAULT_TIMEZONE,
@@ -27,6 +29,8 @@ from philly_analyze.timeutil import (
     parse_origin,
 )
 
+#: What a failed write leaves unharmed (each source is committed on its own).
+KEEPS = "the store keeps every source ingested before"
 #: ``--format``: how the summary is printed.
 SUMMARY_FORMATS = ("table", "json")
 
@@ -50,6 +54,19 @@ def _host_pattern(ctx: click.Context, param: click.Parameter, value: str) -> str
     return value
 
 
+def _guarded(f: Callable[..., None]) -> Callable[..., None]:
+    """Checks ``--store`` can be written before any work; a failed first ingest leaves no
+    store behind; a full disk is one line naming the file (``errors.writing``)."""
+
+    @functools.wraps(f)
+    def run(*args: Any, store_path: str, **kwargs: Any) -> None:
+        check_writable(store_path, "--store")
+        with created_or_nothing(store_path), writing(store_path, keeps=KEEPS):
+            f(*args, store_path=store_path, **kwargs)
+
+    return run
+
+
 @click.command(
     "ingest",
     epilog="""\b
@@ -68,7 +85,7 @@ Examples:
 input format's name is the former spelling of --input-format, still accepted.
 """,
 )
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=PathType(path_type=Path))
 @store_option("Store directory to create or add to.")
 @click.option(
     "--replace",
@@ -97,7 +114,7 @@ input format's name is the former spelling of --input-format, still accepted.
 )
 @click.option(
     "--framework-mapping",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=PathType(exists=True, dir_okay=False, path_type=Path),
     help="CSV (path,job_id,attempt_idx) naming the job attempt of each framework log.",
 )
 @click.option(
@@ -128,7 +145,7 @@ input format's name is the former spelling of --input-format, still accepted.
 )
 @click.option(
     "--gavel-throughputs",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=PathType(exists=True, dir_okay=False, path_type=Path),
     help="Gavel throughputs JSON (gavel_simulation_throughputs.json) for Gavel trace durations.",
 )
 @click.option(
@@ -142,6 +159,7 @@ input format's name is the former spelling of --input-format, still accepted.
     "-v", "--verbose", is_flag=True, help="A line for every file (grouped formats are folded)."
 )
 @quiet_option()
+@_guarded
 def command(
     paths: tuple[Path, ...],
     store_path: str,

@@ -2,14 +2,60 @@
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
 import click
 
+from philly_analyze.errors import check_writable, writing
 from philly_analyze.store import DEFAULT_STORE
 
 F = Callable[..., Any]
+
+
+class PathType(click.Path):
+    """``click.Path`` refusing an empty string, which would mean the current folder
+    (``ingest ""`` read all of it, ``--out ""`` wrote into it): a usage error."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str | bytes) and not value.strip():
+            self.fail("an empty path (for the current folder, write .)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class FiniteFloat(click.FloatRange):
+    """``click.FloatRange`` refusing nan and inf (nan passes every range check)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return rv
+
+
+def writes(**options: str) -> Callable[[F], F]:
+    """Decorates a verb that writes to the paths of its parameters ``options`` (parameter
+    -> option, e.g. ``out="--out"``): each given path is checked before any work
+    (``errors.check_writable``: a read-only file system is refused at once, not after the
+    run), and a failure of the disk during the work is one line naming the file, or the
+    first path when the error does not say (``errors.writing``)."""
+
+    def decorate(f: F) -> F:
+        @functools.wraps(f)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            given = [(kwargs[p], opt) for p, opt in options.items() if kwargs.get(p) is not None]
+            for path, opt in given:
+                check_writable(path, opt)
+            if not given:
+                return f(*args, **kwargs)
+            with writing(given[0][0]):
+                return f(*args, **kwargs)
+
+        return run
+
+    return decorate
 
 
 def store_option(help_text: str = "Store directory.") -> Callable[[F], F]:
@@ -17,7 +63,7 @@ def store_option(help_text: str = "Store directory.") -> Callable[[F], F]:
     return click.option(
         "--store",
         "store_path",
-        type=click.Path(file_okay=False),
+        type=PathType(file_okay=False),
         envvar="PHILLY_STORE",
         default=DEFAULT_STORE,
         show_default=True,

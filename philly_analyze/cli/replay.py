@@ -12,7 +12,13 @@ from typing import Any
 
 import click
 
-from philly_analyze.cli.options import machines_option, quiet_option, store_option
+from philly_analyze.cli.options import (
+    PathType,
+    machines_option,
+    quiet_option,
+    store_option,
+    writes,
+)
 from philly_analyze.errors import UserError
 
 FORMATS = ("table", "json", "csv", "md")
@@ -84,7 +90,7 @@ Examples:
 @store_option("Store whose jobs and machines to replay.")
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathType(file_okay=False, path_type=Path),
     help="Write the simulated schedule as a store here (several policies: OUT/<policy>).",
 )
 @click.option(
@@ -97,7 +103,7 @@ Examples:
 )
 @click.option(
     "--quotas",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=PathType(exists=True, dir_okay=False, path_type=Path),
     help="VC quota file (CSV vc,gpus or JSON); default: inferred as the report does.",
 )
 @click.option("--racks", type=click.IntRange(min=1), help="Split the servers into N racks.")
@@ -118,6 +124,7 @@ Examples:
     "of a store; paper = MuxFlow's deployment, 20,000 online GPUs for one day.",
 )
 @quiet_option()
+@writes(out="--out")
 def command(
     policy: str,
     store_path: str,

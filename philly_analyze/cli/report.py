@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from philly_analyze.cli.options import quiet_option, store_option
+from philly_analyze.cli.options import PathType, quiet_option, store_option, writes
 
 #: analysis.SECTIONS and analysis.ALIASES, spelled out so `--help` does not import DuckDB
 #: (tests/test_report_cli.py checks they agree).
@@ -72,13 +72,13 @@ Examples:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathType(dir_okay=False, path_type=Path),
     help="Write the report to PATH instead of stdout.",
 )
 @click.option(
     "--figures",
     "figures_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathType(file_okay=False, path_type=Path),
     help="Also write every figure as PNG and SVG into DIR.",
 )
 @click.option(
@@ -99,10 +99,11 @@ Examples:
     "--vc-quotas",
     "--quotas",
     "vc_quotas",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=PathType(exists=True, dir_okay=False, path_type=Path),
     help="CSV (vc,gpus) or JSON {vc: gpus} of VC quotas; default: inferred from GPU-time shares.",
 )
 @quiet_option()
+@writes(output="-o", figures_dir="--figures")
 def command(
     store_path: str,
     fmt: str | None,

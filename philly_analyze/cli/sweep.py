@@ -11,10 +11,20 @@ from typing import Any
 
 import click
 
-from philly_analyze.cli.options import machines_option, quiet_option, store_option
+from philly_analyze.cli.options import (
+    FiniteFloat,
+    PathType,
+    machines_option,
+    quiet_option,
+    store_option,
+    writes,
+)
 from philly_analyze.errors import UserError
 
 FORMATS = ("table", "json", "csv")
+#: Bounds of a sane sweep: 1e20 seeds crashed building the grid, a jitter of 1e308 s every run.
+MAX_SEEDS = 100_000
+MAX_JITTER_S = 1e9
 
 
 @click.command(
@@ -59,7 +69,7 @@ summary.parquet, figures/*.png|svg, report.md.
 )
 @click.option(
     "--seeds",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_SEEDS),
     default=1,
     show_default=True,
     help="Seeds 0..N-1 per (policy, parameter values).",
@@ -67,7 +77,7 @@ summary.parquet, figures/*.png|svg, report.md.
 @click.option(
     "--jitter",
     "jitter_s",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(min=0, max=MAX_JITTER_S),
     default=0.0,
     show_default=True,
     metavar="SECONDS",
@@ -76,7 +86,7 @@ summary.parquet, figures/*.png|svg, report.md.
 )
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathType(file_okay=False, path_type=Path),
     help="Directory for the runs table, summary, figures and report (resumable). "
     "Without it nothing is written.",
 )
@@ -103,7 +113,7 @@ summary.parquet, figures/*.png|svg, report.md.
 )
 @click.option(
     "--ship-limit-mb",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(min=0),
     default=512.0,
     show_default=True,
     help="Largest inputs (pickled) that auto mode ships.",
@@ -112,7 +122,7 @@ summary.parquet, figures/*.png|svg, report.md.
 @machines_option()
 @click.option(
     "--quotas",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=PathType(exists=True, dir_okay=False, path_type=Path),
     help="VC quota file (CSV vc,gpus or JSON); default: as replay infers them.",
 )
 @click.option(
@@ -126,7 +136,7 @@ summary.parquet, figures/*.png|svg, report.md.
 @click.option("--no-figures", is_flag=True, help="Do not draw the figures (faster for big grids).")
 @click.option(
     "--confidence",
-    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+    type=FiniteFloat(min=0, max=1, min_open=True, max_open=True),
     default=0.95,
     show_default=True,
     help="Level of the t-intervals across seeds.",
@@ -147,6 +157,7 @@ summary.parquet, figures/*.png|svg, report.md.
     help="Summary on stdout: a table of mean ± half-width, or json/csv (every metric).",
 )
 @quiet_option()
+@writes(out="--out")
 def command(
     store_path: str,
     policy: str,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from philly_analyze.cli.options import quiet_option
+from philly_analyze.cli.options import FiniteFloat, PathType, quiet_option, writes
 from philly_analyze.errors import UserError
 from philly_analyze.progress import stderr_console
 from philly_analyze.timeutil import DEFAULT_TIMEZONE, check_timezone
@@ -25,15 +25,40 @@ def _formats(value: str) -> tuple[str, ...]:
     return names
 
 
+#: The window synth can write: times in every format (epoch milliseconds in YARN ids,
+#: pandas nanoseconds, wall clocks localized to --timezone) stay in range inside it.
+FIRST_START = "1970-01-02"
+LAST_END = "2200-01-01"
+#: Beyond these the synthesizer runs out of memory (a traceback before): a usage error.
+MAX_JOBS = 10_000_000
+MAX_MACHINES = 100_000
+
+
 def _date(value: str) -> str:
     import datetime as dt
 
     try:
-        return dt.date.fromisoformat(value).isoformat()
+        d = dt.date.fromisoformat(value)
     except ValueError:
         raise click.BadParameter(
             f"{value!r} is not a date like 2017-10-03", param_hint="--start"
         ) from None
+    if not FIRST_START <= d.isoformat() < LAST_END:
+        raise click.BadParameter(
+            f"{value}: synth writes dates from {FIRST_START} to {LAST_END}", param_hint="--start"
+        )
+    return d.isoformat()
+
+
+def _check_window(start: str, days: float) -> None:
+    import datetime as dt
+
+    end = dt.date.fromisoformat(start) + dt.timedelta(days=min(days, 1e6))
+    if end.isoformat() > LAST_END:
+        raise click.BadParameter(
+            f"{days:g} days from {start} end after {LAST_END}, the last date synth writes",
+            param_hint="--days",
+        )
 
 
 @click.command(
@@ -51,27 +76,33 @@ Examples:
     "--out",
     "out",
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathType(file_okay=False, path_type=Path),
     help="Folder to write (created if missing).",
 )
 @click.option(
-    "--jobs", default=2000, show_default=True, type=click.IntRange(1), help="Jobs submitted."
+    "--jobs",
+    default=2000,
+    show_default=True,
+    type=click.IntRange(1, MAX_JOBS),
+    help="Jobs submitted.",
 )
 @click.option(
     "--machines",
     default=552,
     show_default=True,
-    type=click.IntRange(1),
+    type=click.IntRange(1, MAX_MACHINES),
     help="Servers, in Philly's 2-GPU / 8-GPU proportion (552 = Philly's 321 + 231).",
 )
 @click.option(
     "--days",
     default=7.0,
     show_default=True,
-    type=click.FloatRange(min=0.05),
+    type=FiniteFloat(min=0.05),
     help="Length of the simulated window.",
 )
-@click.option("--seed", default=0, show_default=True, type=int, help="Same seed, same bytes.")
+@click.option(
+    "--seed", default=0, show_default=True, type=click.IntRange(0), help="Same seed, same bytes."
+)
 @click.option(
     "--formats",
     "formats",
@@ -86,7 +117,7 @@ Examples:
     callback=lambda _ctx, _param, v: _date(v),
     default="2017-10-03",
     show_default=True,
-    help="First day (local midnight in --timezone).",
+    help=f"First day (local midnight in --timezone), {FIRST_START} to {LAST_END}.",
 )
 @click.option(
     "--timezone",
@@ -118,6 +149,7 @@ Examples:
 )
 @click.option("--force", is_flag=True, help="Replace earlier synthesizer outputs in --out.")
 @quiet_option()
+@writes(out="--out")
 def command(
     out: Path,
     jobs: int,
@@ -144,6 +176,7 @@ def command(
     from philly_analyze.synth.run import SynthConfig, prepare_out, synthesize
 
     check_timezone(timezone)
+    _check_window(start, days)
     names = _formats(formats)
     if ganglia_step is not None and ganglia_step % 60:
         raise click.BadParameter("must be a multiple of 60", param_hint="--ganglia-step")

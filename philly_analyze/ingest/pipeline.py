@@ -12,6 +12,7 @@ it replaces the old one.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -83,16 +84,26 @@ OutcomeCallback = Callable[[SourceOutcome], None]
 def _sources(paths: Sequence[Path]) -> Iterator[tuple[Source | None, bool, str, str]]:
     """(source, explicit, name, problem) for every file or archive member under ``paths``."""
     for path, explicit in expand_paths(list(paths)):
-        if not path.exists():
-            yield None, explicit, str(path), "no such file or directory"
+        folder = False
+        try:  # a file may vanish, or be unreadable, between the walk and here
+            folder = path.is_dir()  # one inside a folder that could not be listed
+            if folder:
+                os.listdir(path)
+                continue
+            size = path.stat().st_size
+        except OSError as e:
+            why = (e.strerror or str(e)).lower()
+            yield None, explicit, str(path), f"cannot list this folder: {why}" if folder else why
             continue
-        if path.stat().st_size == 0:
+        if size == 0:
             yield None, explicit, str(path), "empty file"
             continue
         if is_tar(path):
             try:
+                # Members are an archive's contents, as files are a folder's: one of an
+                # unknown format is not taken (folded in the summary), not an error.
                 for member in archive_members(path):
-                    yield member, explicit, member.name, ""
+                    yield member, False, member.name, ""
             except READ_ERRORS as e:
                 yield None, explicit, str(path), f"corrupt or truncated archive: {e}"
             continue
@@ -100,6 +111,8 @@ def _sources(paths: Sequence[Path]) -> Iterator[tuple[Source | None, bool, str, 
             yield file_source(path), explicit, str(path), ""
         except InputFormatError as e:
             yield None, explicit, str(path), e.message
+        except OSError as e:  # no permission to read it (or it vanished)
+            yield None, explicit, str(path), f"cannot read: {(e.strerror or str(e)).lower()}"
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -166,8 +179,12 @@ def ingest_paths(
                 run = sessions.get(fmt.name)
                 if run is None:
                     run = sessions[fmt.name] = _GroupedRun(store, fmt, ctx, known)
+                    run.forced = force_format is not None
                 if unchanged and not replace:
                     run.hold(src, previous)
+                elif run.forced:  # told at finish(): whether anything was read at all
+                    known.add(src)
+                    run.pending.append(run.feed(src, previous))
                 else:
                     known.add(src)
                     emit(run.feed(src, previous))
@@ -175,7 +192,8 @@ def ingest_paths(
                 emit(SourceOutcome(name, fmt.name, "skipped", "already ingested"))
             else:
                 known.add(src)
-                emit(_ingest_one(store, fmt, src, ctx, previous, replace))
+                forced = force_format is not None
+                emit(_ingest_one(store, fmt, src, ctx, previous, replace, forced))
         for run in sessions.values():
             for o in run.finish():
                 emit(o)
@@ -240,6 +258,7 @@ def _ingest_one(
     ctx: IngestContext,
     previous: list[dict],
     replace: bool,
+    forced: bool = False,
 ) -> SourceOutcome:
     t0 = time.perf_counter()
     ctx.tracker.describe(f"{fmt.name}: {Path(src.name).name}")
@@ -258,6 +277,8 @@ def _ingest_one(
             error = e
             res = SourceResult(rows=dict(batch.rows), rejected=batch.rejected)
         res.rejected = max(res.rejected, batch.rejected)
+        if forced and error is None and not any(res.rows.values()):
+            return SourceOutcome(src.name, fmt.name, "error", nothing_read(fmt, res.rejected))
         seconds = time.perf_counter() - t0
         same = [] if replace else _same_content(store, src)
         if error is None and same:
@@ -312,7 +333,9 @@ class _GroupedRun:
         self.session: Session = fmt.session(self.batch, ctx)
         self.entries: list[dict] = []
         self.replaced: set[str] = set()
+        #: Under --input-format, the outcomes of the sources fed, given out by finish().
         self.pending: list[SourceOutcome] = []
+        self.forced = False
         self._open = True
 
     def feed(self, src: Source, previous: list[dict]) -> SourceOutcome:
@@ -383,6 +406,13 @@ class _GroupedRun:
         extra = self.session.finish()
         # Rows a session rejected while assembling (written by the session itself).
         rejected = extra.pop("rejects", 0)
+        if self.pending and not (any(extra.values()) or any(e["rows"] for e in self.entries)):
+            # Forced on files that are not of the format: an error, and nothing recorded.
+            for o in self.pending:
+                if o.status == "ingested":
+                    o.status, o.message = "error", nothing_read(self.fmt, o.rejected)
+            self.abandon()
+            return self.pending + reread + skipped
         if self.entries:
             # Rows assembled at the end (jobs, attempts...) are credited to the first source.
             self.entries[0]["rejected"] += rejected
@@ -398,7 +428,7 @@ class _GroupedRun:
                 source_format=self.fmt.name,
             )
         self.abandon()
-        out = reread + skipped
+        out = self.pending + reread + skipped
         if extra or rejected:
             out.append(
                 SourceOutcome(
@@ -411,6 +441,16 @@ class _GroupedRun:
         if self._open:
             self._open = False
             self._cm.__exit__(None, None, None)
+
+
+def nothing_read(fmt: Format, rejected: int) -> str:
+    """Why a source forced to ``fmt`` (``--input-format``) that gave no row is an error (its
+    rejected lines are not recorded either: the file is not taken)."""
+    bad = f"{rejected:,} lines rejected" if rejected else "no line of the format"
+    return (
+        f"nothing read as {fmt.name} ({bad}): not a {fmt.description}? Without "
+        "--input-format the format is detected"
+    )
 
 
 def check_report(report: IngestReport) -> None:

@@ -338,16 +338,38 @@ class _Chained(io.RawIOBase):
         return len(data)
 
 
+def _walk(root: Path) -> tuple[list[Path], set[Path]]:
+    """Everything below ``root`` that is not hidden (no part starting with "."), sorted as
+    ``sorted(root.rglob("*"))`` (links to folders are not followed); and the folders that
+    could not be listed (no permission, vanished during the walk), which rglob skipped
+    silently or crashed on."""
+    out: list[Path] = []
+    unlisted: set[Path] = set()
+
+    def failed(e: OSError) -> None:
+        if e.filename is not None and Path(e.filename) != root:
+            unlisted.add(Path(e.filename))
+
+    for d, dirs, files in os.walk(root, onerror=failed):
+        dirs[:] = [n for n in dirs if not n.startswith(".")]
+        out += [Path(d, n) for n in files + dirs if not n.startswith(".")]
+    return sorted(out), unlisted
+
+
 def expand_paths(paths: list[Path]) -> Iterator[tuple[Path, bool]]:
     """Files to ingest: each path, folders walked in sorted order. Yields (file, explicit)
     where explicit is False for files found inside a folder (those are skipped, not fatal,
-    when unreadable or of unknown format)."""
+    when unreadable or of unknown format), and for a folder inside that cannot be listed."""
     for p in paths:
-        if p.is_dir():
-            for f in sorted(p.rglob("*")):
-                if f.name.startswith(".") or any(
-                    part.startswith(".") for part in f.relative_to(p).parts
-                ):
+        try:
+            folder = p.is_dir()
+        except OSError:  # cannot even be looked at: reported by the caller
+            folder = False
+        if folder:
+            found, unlisted = _walk(p)
+            for f in found:
+                if f in unlisted:  # reported, not skipped silently
+                    yield f, False
                     continue
                 try:
                     mode = f.stat().st_mode  # follows symlinks: a linked file is read

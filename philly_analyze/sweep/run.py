@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from philly_analyze.errors import UserError
+from philly_analyze.errors import UsageError, UserError
 from philly_analyze.progress import NullTracker, Tracker
 from philly_analyze.sweep.inputs import (
     InputHandle,
@@ -108,6 +108,7 @@ def run_sweep(
     if not 0 < confidence < 1:
         raise UserError(f"confidence must be between 0 and 1, got {confidence}")
     spec = SweepSpec.build(policies, params, seeds, jitter_s=jitter_s, imports=imports)
+    check_metric_names(metrics, spec)
     inputs = read_inputs(store, racks, quotas, machines)
     tasks = spec.tasks(inputs.identity)
     out_path = Path(out) if out is not None else None
@@ -149,6 +150,7 @@ def resolve_metrics(
 
     out: list[str] = []
     notes: list[str] = []
+    unknown: list[str] = []
     for name in requested or ():
         new = METRIC_ALIASES.get(name)
         if new is not None:
@@ -156,14 +158,27 @@ def resolve_metrics(
             name = new
         if name not in present:
             hint = difflib.get_close_matches(name, present, n=1)
-            notes.append(
-                f"no metric {name!r} in these runs"
-                + (f" (did you mean {hint[0]}?)" if hint else "")
-            )
+            unknown.append(f"no metric {name!r}" + (f" (did you mean {hint[0]}?)" if hint else ""))
             continue
         if name not in out:
             out.append(name)
-    return out, notes
+    if unknown and present:  # with no run done, there is nothing to say a name is wrong
+        raise UsageError(f"--metric: {'; '.join(unknown)}; the metrics: {', '.join(present)}")
+    return out, notes + unknown
+
+
+def check_metric_names(requested: Sequence[str] | None, spec: SweepSpec) -> None:
+    """Before any run: refuse a ``--metric`` no chosen policy reports, when that is known
+    (the built-in queue policies report ``sim.metrics.METRICS``; the sharing policies and
+    imported ones may report more, checked against the runs by ``resolve_metrics``)."""
+    from philly_analyze.sim.metrics import METRICS
+    from philly_analyze.sim.policies import BUILTIN_MODULES, get_policy
+
+    if spec.imports or any(
+        type(get_policy(p)).__module__ not in BUILTIN_MODULES for p in spec.policies
+    ):
+        return
+    resolve_metrics(requested, [*METRICS])  # raises UsageError for a name it lacks
 
 
 class _Execution:

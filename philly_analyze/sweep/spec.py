@@ -15,6 +15,7 @@ import difflib
 import hashlib
 import itertools
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,7 +119,7 @@ class SweepSpec:
         for mod in imports:  # custom policies must be registered before names are checked
             try:
                 importlib.import_module(mod)
-            except ImportError as e:
+            except (ImportError, ValueError) as e:  # ValueError: an empty or relative name
                 raise UserError(f"cannot import {mod!r} (--import): {e}") from None
         names = [policies] if isinstance(policies, str) else list(policies)
         names = _dedupe([p.strip() for n in names for p in n.split(",") if p.strip()])
@@ -128,8 +129,8 @@ class SweepSpec:
         seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
         if not seed_list:
             raise UserError("no seeds (--seeds must be at least 1)")
-        if jitter_s < 0:
-            raise UserError(f"--jitter must be >= 0 seconds, got {jitter_s}")
+        if not 0 <= jitter_s < math.inf:  # nan too
+            raise UserError(f"--jitter must be a finite number >= 0 of seconds, got {jitter_s}")
         grid: dict[str, dict[str, list[Any]]] = {n: {} for n in names}
         scoped: dict[str, set[str]] = {n: set() for n in names}
         # Scoped keys (POLICY.KEY) first so they win over a plain KEY for their policy.

@@ -43,6 +43,11 @@ SHARING_MODULE = "philly_analyze.sim.sharing.policy"
 SHARING_POLICIES = ("muxflow", "dedicated", "mps-naive")
 
 
+#: Largest parameter value: far above any count of retries or minutes, and one the engines'
+#: int64 arithmetic cannot overflow on (locality_wait_min=1e308 crashed a replay before).
+NUMBER_LIMIT = 10**15
+
+
 @dataclass(frozen=True)
 class Param:
     """One named parameter of a policy: type (int, float, bool or str), default, meaning."""
@@ -76,16 +81,22 @@ class Param:
                 if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                     raise ValueError(value)
                 value = int(value)
+                if abs(value) > NUMBER_LIMIT:
+                    raise ValueError(value)
             elif kind is float:
                 if isinstance(value, bool):
                     raise ValueError(value)
                 value = float(value)
-                if not math.isfinite(value):  # nan/inf would only fail deep in a run
+                # nan/inf/1e308 would only fail deep in a run
+                if not math.isfinite(value) or abs(value) > NUMBER_LIMIT:
                     raise ValueError(value)
             else:
                 value = str(value)
         except (TypeError, ValueError):
-            kind_name = "a finite float" if kind is float else kind.__name__
+            kind_name = {
+                float: f"a finite float up to {NUMBER_LIMIT:.0e}",
+                int: f"an integer up to {NUMBER_LIMIT:.0e}",
+            }.get(kind, kind.__name__)
             raise UserError(f"{where} must be {kind_name}, got {value!r}") from None
         if self.minimum is not None and value < self.minimum:
             raise UserError(f"{where} must be >= {self.minimum}, got {value!r}")
