@@ -8,8 +8,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from philly_analyze.sim.cluster import Cluster, FreeState
-from philly_analyze.sim.engine import BaseEngine, EngineConfig, QueueEngine, gc_paused
+from philly_analyze.sim.cluster import Cluster
+from philly_analyze.sim.core import BaseEngine
+from philly_analyze.sim.engine import EngineConfig, QueueEngine
+from philly_analyze.sim.events import gc_paused
+from philly_analyze.sim.placement import FreeState
 from philly_analyze.sim.policies import Policy
 from philly_analyze.sim.preemptive import PreemptConfig, PreemptiveEngine
 from philly_analyze.sim.result import ReplayResult, build_result
