@@ -151,7 +151,7 @@ def command(
     per_policy = _parse_params(params, names)
     console = stderr_console()
     if scenario:
-        from philly_analyze.sim.sharing.policy import run_scenario
+        from philly_analyze.sim.sharing.replay import run_scenario
 
         results = _run_all(
             names, lambda n: run_scenario(n, scenario, per_policy[n], seed), out, quiet, console

@@ -16,7 +16,14 @@ from philly_analyze.sim.sharing.results import SAVED_JSON, SharingOutput
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-COLORS = {"dedicated": "#7f7f7f", "muxflow": "#1f77b4", "mps-naive": "#d62728"}
+
+def color_of(label: str) -> str | None:
+    """The line colour of a result labelled by a sharing policy's name (its ``color``), else
+    None (matplotlib's cycle)."""
+    from philly_analyze.sim.policies import POLICIES, policy_names
+
+    policy_names()  # loads the registry
+    return getattr(POLICIES.get(label), "color", None)
 
 
 def _plt() -> Any:
@@ -47,7 +54,7 @@ def day_figure(
         for name, res in results.items():
             ts = res.timeseries
             hourly = ts.groupby((ts["minute"] // 60).astype(int))[col].mean()
-            ax.plot(hourly.index, 100 * hourly.to_numpy(), label=name, color=COLORS.get(name))
+            ax.plot(hourly.index, 100 * hourly.to_numpy(), label=name, color=color_of(name))
         if paper:
             for when, style in (("before", ":"), ("after", "--")):
                 v = paper.get(when, {}).get(pkey)
@@ -78,7 +85,7 @@ def slowdown_figure(results: Mapping[str, SharingOutput], slo: float = 1.2) -> F
     ax = fig.subplots()
     for name, res in shared.items():
         x, y = res.slowdown_cdf()
-        ax.plot(x, y, label=name, color=COLORS.get(name))
+        ax.plot(x, y, label=name, color=color_of(name))
     ax.axvline(slo, color="k", ls="--", lw=0.8, label=f"SLO {slo:g}x")
     # Fitted to the data (and the SLO line): the largest slowdown is often near 1.2x.
     right = max([float(r.slowdown_cdf()[0][-1]) for r in shared.values()] + [slo])

@@ -95,6 +95,15 @@ class SharingOutput:
     timeseries: pd.DataFrame
     slowdown_hist: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
+    @property
+    def paper_side(self) -> str | None:
+        """Which of MuxFlow's published numbers this run stands beside ("before", "after" or
+        None): its policy's ``paper_side`` (``sim.policies.sharing``)."""
+        from philly_analyze.sim.policies import POLICIES, policy_names
+
+        policy_names()  # loads the registry
+        return getattr(POLICIES.get(self.policy), "paper_side", None)
+
     def slowdown_cdf(self) -> tuple[np.ndarray, np.ndarray]:
         """(slowdown, fraction of shared online GPU-minutes at or below it)."""
         h = self.slowdown_hist

@@ -84,28 +84,38 @@ class PaperComparison:
         }
 
 
+def _paper_side(policy: str) -> str | None:
+    """Which of the paper's numbers ("before", "after") a policy's result stands beside."""
+    from philly_analyze.sim.policies.sharing import sharing_policy
+
+    return sharing_policy(policy).paper_side
+
+
 def run_paper(
     cfg: SharingConfig | None = None,
     seed: int = 0,
     gpus: int | None = None,
     policies: Sequence[str] = ("dedicated", "muxflow"),
 ) -> PaperComparison:
-    """Simulate MuxFlow's deployment (``[scenario.paper]``) under ``policies``; ``dedicated``
-    gives the "before" numbers, ``muxflow`` the "after"."""
+    """Simulate MuxFlow's deployment (``[scenario.paper]``) under ``policies``; the policy
+    whose ``paper_side`` is "before" (``dedicated``) gives the simulated "before" numbers, the
+    one whose side is "after" (``muxflow``) the "after"."""
     cfg = paper_config(cfg, gpus)
     jobs = paper_jobs(cfg, seed)
     results = {
         p: simulate_sharing(jobs, cfg, p, seed=seed, minutes=cfg.paper.minutes) for p in policies
     }
+    side = {_paper_side(p): r for p, r in results.items()}
+    before, after = side.get("before"), side.get("after")
     rows = []
     for key, label, pkey in PAPER_METRICS:
         rows.append(
             {
                 "metric": label,
                 "paper_before": cfg.paper.paper_before.get(pkey),
-                "sim_before": results["dedicated"].metrics[key] if "dedicated" in results else None,
+                "sim_before": before.metrics[key] if before is not None else None,
                 "paper_after": cfg.paper.paper_after.get(pkey),
-                "sim_after": results["muxflow"].metrics[key] if "muxflow" in results else None,
+                "sim_after": after.metrics[key] if after is not None else None,
             }
         )
     return PaperComparison(results, pd.DataFrame(rows))
