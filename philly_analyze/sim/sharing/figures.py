@@ -171,15 +171,27 @@ def plot_sweep(table: pd.DataFrame, param: str, path: Path, budget: float) -> Pa
     return path
 
 
+def plot_outputs(
+    outputs: Mapping[str, SharingOutput],
+    out_dir: Path,
+    stem: str = "muxflow",
+    paper: Mapping[str, Mapping[str, float]] | None = None,
+) -> list[Path]:
+    """The day figure and, when some GPU was shared, the slowdown figure of ``outputs``
+    (label -> run) as ``STEM_day.png`` and ``STEM_slowdown.png`` in ``out_dir``; ``paper``:
+    MuxFlow's before/after numbers drawn beside the day."""
+    if not outputs:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [plot_day(outputs, out_dir / f"{stem}_day.png", paper=paper)]
+    if any(o.slowdown_hist.sum() for o in outputs.values()):
+        paths.append(plot_slowdown(outputs, out_dir / f"{stem}_slowdown.png"))
+    return paths
+
+
 def plot_saved(dirs: Mapping[str, Path], out_dir: Path) -> list[Path]:
     """The day and slowdown figures from sharing outputs saved by ``SharingOutput.save`` (the
     replay writes one into each sharing policy's output store). ``dirs`` maps a label (e.g. the
     policy) to such a directory; those without ``sharing.json`` are skipped."""
     outputs = {k: SharingOutput.load(d) for k, d in dirs.items() if (d / SAVED_JSON).exists()}
-    if not outputs:
-        return []
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [plot_day(outputs, out_dir / "muxflow_day.png")]
-    if any(o.slowdown_hist.sum() for o in outputs.values()):
-        paths.append(plot_slowdown(outputs, out_dir / "muxflow_slowdown.png"))
-    return paths
+    return plot_outputs(outputs, out_dir)
