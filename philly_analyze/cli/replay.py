@@ -164,7 +164,7 @@ def command(
         return
     from philly_analyze.progress import stderr_console
     from philly_analyze.sim.policies import get_policy
-    from philly_analyze.sim.replay import load_inputs, simulate
+    from philly_analyze.sim.replay import simulate
 
     names = [p.strip() for p in policy.split(",") if p.strip()]
     if not names:
@@ -190,6 +190,25 @@ def command(
         _print(results, fmt, f"scenario {scenario}", _ScenarioCluster(results[0][0].machines))
         _figures(results, figures, scenario, console, quiet)
         return
+    wl, cluster, q = _inputs(store_path, racks, quotas, machines, quiet, console)
+    results = _run_all(
+        names, lambda n: simulate(wl, cluster, n, q, per_policy[n], seed), out, quiet, console
+    )
+    _print(results, fmt, store_path, cluster)
+    _figures(results, figures, None, console, quiet)
+
+
+def _inputs(
+    store_path: str,
+    racks: int | None,
+    quotas: Path | None,
+    machines: str | None,
+    quiet: bool,
+    console: Any,
+) -> tuple[Any, Any, dict[str, int]]:
+    """The store's workload, cluster and quotas (``sim.load_inputs``), said on stderr."""
+    from philly_analyze.sim.replay import load_inputs
+
     wl, cluster, q = load_inputs(store_path, racks, quotas, machines)
     if len(wl) == 0:
         raise UserError(
@@ -203,11 +222,7 @@ def command(
             f"{'s' if len(cluster.rack_names) != 1 else ''})",
             highlight=False,
         )
-    results = _run_all(
-        names, lambda n: simulate(wl, cluster, n, q, per_policy[n], seed), out, quiet, console
-    )
-    _print(results, fmt, store_path, cluster)
-    _figures(results, figures, None, console, quiet)
+    return wl, cluster, q
 
 
 def _is_sharing(name: str) -> bool:

@@ -32,14 +32,17 @@ class Cluster:
 
     @property
     def num_machines(self) -> int:
+        """Servers."""
         return len(self.machine_ids)
 
     @property
     def total_gpus(self) -> int:
+        """GPUs of all servers."""
         return int(self.gpus.sum())
 
     @property
     def largest(self) -> int:
+        """GPUs of the largest server (0 without servers)."""
         return int(self.gpus.max()) if len(self.gpus) else 0
 
     @classmethod

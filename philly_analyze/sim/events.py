@@ -56,7 +56,6 @@ class EventLoop:
         arrivals: Sequence[Any] = (),
         *,
         first_seq: int = 0,
-        start: Any = 0,
         wake_on_arrivals: bool = True,
     ) -> None:
         """``arrivals``: sorted times (one per arriving item, by index). ``first_seq``: the
@@ -64,7 +63,7 @@ class EventLoop:
         index and everything else after them). ``wake_on_arrivals=False``: arrivals are not
         events (the loop never stops at one) but are taken in batches by handlers, when
         nothing can happen at an arrival itself (the sharing model without training GPUs)."""
-        self.now: Any = start
+        self.now: Any = 0
         self.heap: list[Event] = []
         self.fifo: deque[Event] = deque()
         self.seq = first_seq
@@ -98,19 +97,6 @@ class EventLoop:
         self._stop = True
 
     # ------------------------------------------------------------------ taking events
-    def next_time(self) -> Any:
-        """When the next event is due (``NEVER`` if none)."""
-        t: Any = NEVER
-        if self.heap:
-            t = self.heap[0][0]
-        if self.fifo and self.fifo[0][0] < t:
-            t = self.fifo[0][0]
-        if self.wake and self.next_arrival < len(self.arrivals):
-            a = self.arrivals[self.next_arrival]
-            if a < t:
-                t = a
-        return t
-
     def pop(self, now: Any) -> list[Event]:
         """Remove and return the events due at ``now``: the heap's, then the FIFO's."""
         heap = self.heap
@@ -133,10 +119,6 @@ class EventLoop:
         self.next_arrival = hi
         return range(lo, hi)
 
-    def pending(self) -> bool:
-        """Whether any event or arrival is left."""
-        return bool(self.heap or self.fifo or self.next_arrival < len(self.arrivals))
-
     # ------------------------------------------------------------------ running
     def run(self, on_time: Callable[[Any, range], None], until: Any = NEVER) -> None:
         """Call ``on_time(now, arrived)`` at each event time before ``until``, in time order,
@@ -145,7 +127,7 @@ class EventLoop:
         heap, fifo, arrivals = self.heap, self.fifo, self.arrivals
         n_arr = len(arrivals) if self.wake else 0
         self._stop = False
-        # next_time() and take_arrivals() inlined: this runs once per event time.
+        # The next time and the arrivals due then, found inline: this runs once per event time.
         while True:
             t: Any = NEVER
             if heap:

@@ -83,11 +83,13 @@ class PreemptiveEngine(BaseEngine):
         return rem + self.later[self.ptr[j] + self.k[j]]
 
     def attained_now(self, j: int, now: int) -> int:
+        """Attained service (GPU-us) of job ``j`` at ``now``, its current run included."""
         run = self.running.get(j)
         a = self.attained[j]
         return a + (now - run[2]) * self.gpus[j] if run is not None else a
 
     def level(self, j: int, now: int) -> int:
+        """LAS queue of job ``j`` at ``now``: thresholds its attained service has passed."""
         a = self.attained_now(j, now)
         return sum(1 for t in self.cfg.thresholds if a >= t)
 

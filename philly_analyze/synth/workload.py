@@ -99,6 +99,7 @@ class JobPlan:
 
     @property
     def num_jobs(self) -> int:
+        """Jobs in the plan."""
         return len(self.submit)
 
 

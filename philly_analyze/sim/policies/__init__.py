@@ -117,6 +117,7 @@ class Policy:
         params: dict[str, Any],
         seed: int,
     ) -> ReplayResult:
+        """Replay ``workload`` on ``cluster`` with validated ``params``."""
         raise NotImplementedError
 
 

@@ -85,6 +85,7 @@ class Philly(EnginePolicy):
     )
 
     def engine_config(self, params: Mapping[str, Any], quotas: list[int] | None) -> EngineConfig:
+        """VC quotas, borrowing, the median locality wait."""
         return EngineConfig(
             quotas=quotas,
             borrow=params["borrow"],
@@ -99,6 +100,7 @@ class Philly(EnginePolicy):
         params: Mapping[str, Any],
         seed: int,
     ) -> None:
+        """The borrowing cap (``borrow_limit``) and the per-job locality waits."""
         lim = params["borrow_limit"]
         if cfg.quotas is not None and lim < 1.0:
             extra = int(lim * cluster.total_gpus)

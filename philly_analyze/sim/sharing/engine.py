@@ -89,40 +89,8 @@ class SharingSim:
         self.G, self.n_ord = G, n_ord
         self.fleet = OnlineFleet(cfg, G, self.rng)
         self.jobs = jobs
-        J = jobs.n
-        # Online GPUs.
-        self.g_job = np.full(G, -1, np.int64)
-        self.g_duty = np.ones(G)
-        self.g_share = np.full(G, cfg.sm.fixed_share)
-        self.g_paused = np.zeros(G)  # offline paused (SM restart) until this minute
-        self.g_cool = np.zeros(G)  # no placement until (monitor cooldown)
-        self.g_down = np.zeros(G)  # online service down until (outage)
-        self.g_streak = np.zeros(G, np.int64)
-        self.g_limit = 1.0 - self.fleet.mem_peak - cfg.memory.margin  # xCUDA memory limit
-        self.g_slo = self.fleet.slo
-        self.g_target = slowdown_target(cfg, self.fleet.slo)
-        # Jobs. A job runs its observed attempts in turn (``OfflineJobs.seg_*``): ``j_seg`` is
-        # the current one, ``j_work`` its solo minutes, ``j_done`` the progress in it and
-        # ``j_base`` the work of the attempts already run.
-        self.j_state = np.zeros(J, np.int8)
-        self.j_seg = jobs.seg_ptr[:-1].copy()
-        self.j_work = jobs.seg_work[self.j_seg] if J else np.zeros(0)
-        self.j_base = np.zeros(J)
-        self.j_done = np.zeros(J)
-        self.j_since_ckpt = np.zeros(J)
-        self.j_run = np.zeros(J)  # minutes in the current placement
-        self.j_first = np.full(J, np.nan)
-        self.j_end = np.full(J, np.nan)
-        self.j_evictions = np.zeros(J, np.int64)
-        self.j_lost = np.zeros(J)
-        self.j_att_start = np.full(J, np.nan)
-        self.j_att_idx = np.zeros(J, np.int64)
-        #: Placement of each job running on training GPUs.
-        self.j_ord_pl: dict[int, Placement] = {}
-        self.j_gpu = np.full(J, -1, np.int64)  # the online GPU of a running 1-GPU shared job
-        self.pending = np.zeros(J, bool)
-        self.head = 0  # no pending job has a smaller index
-        self.joined = 0  # jobs below this index have joined the queue
+        self._online_state(cfg, G)
+        self._job_state(jobs)
         self.n_done = 0
         #: Jobs some GPU pool can hold (a bigger gang never starts).
         shareable = jobs.gpus <= min(cfg.offline.max_gang, G) if self.share_gpus else False
@@ -144,6 +112,45 @@ class SharingSim:
         self.q = np.zeros(G)
         self.tracker: Tracker = NullTracker()
         self.t_stop = 0.0
+
+    def _online_state(self, cfg: SharingConfig, G: int) -> None:
+        """Per online GPU: its offline job, launch duty, SM share, pauses and limits."""
+        self.g_job = np.full(G, -1, np.int64)
+        self.g_duty = np.ones(G)
+        self.g_share = np.full(G, cfg.sm.fixed_share)
+        self.g_paused = np.zeros(G)  # offline paused (SM restart) until this minute
+        self.g_cool = np.zeros(G)  # no placement until (monitor cooldown)
+        self.g_down = np.zeros(G)  # online service down until (outage)
+        self.g_streak = np.zeros(G, np.int64)
+        self.g_limit = 1.0 - self.fleet.mem_peak - cfg.memory.margin  # xCUDA memory limit
+        self.g_slo = self.fleet.slo
+        self.g_target = slowdown_target(cfg, self.fleet.slo)
+
+    def _job_state(self, jobs: OfflineJobs) -> None:
+        """Per offline job: state, progress, attempts, evictions. A job runs its observed
+        attempts in turn (``OfflineJobs.seg_*``): ``j_seg`` is the current one, ``j_work`` its
+        solo minutes, ``j_done`` the progress in it and ``j_base`` the work of the attempts
+        already run."""
+        J = jobs.n
+        self.j_state = np.zeros(J, np.int8)
+        self.j_seg = jobs.seg_ptr[:-1].copy()
+        self.j_work = jobs.seg_work[self.j_seg] if J else np.zeros(0)
+        self.j_base = np.zeros(J)
+        self.j_done = np.zeros(J)
+        self.j_since_ckpt = np.zeros(J)
+        self.j_run = np.zeros(J)  # minutes in the current placement
+        self.j_first = np.full(J, np.nan)
+        self.j_end = np.full(J, np.nan)
+        self.j_evictions = np.zeros(J, np.int64)
+        self.j_lost = np.zeros(J)
+        self.j_att_start = np.full(J, np.nan)
+        self.j_att_idx = np.zeros(J, np.int64)
+        #: Placement of each job running on training GPUs.
+        self.j_ord_pl: dict[int, Placement] = {}
+        self.j_gpu = np.full(J, -1, np.int64)  # the online GPU of a running 1-GPU shared job
+        self.pending = np.zeros(J, bool)
+        self.head = 0  # no pending job has a smaller index
+        self.joined = 0  # jobs below this index have joined the queue
 
     # ---------------------------------------------------------------- the run
     def run(self, horizon: float, dt: float, stop_when_done_after: float | None) -> float:
@@ -261,6 +268,7 @@ class SharingSim:
                 break
 
     def start(self, j: int, t: float, state: int) -> None:
+        """Job ``j`` starts an attempt at ``t`` on training (``ORDINARY``) or shared GPUs."""
         self.pending[j] = False
         self.j_state[j] = state
         self.j_att_start[j] = t

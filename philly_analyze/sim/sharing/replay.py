@@ -275,22 +275,10 @@ def replay_sharing(
     with every sharing metric and, unless ``compare_philly`` is off, the same jobs under
     ``philly`` beside them."""
     from philly_analyze.sim.result import WAITING_SCHEMA, ReplayResult
-    from philly_analyze.sim.sharing.scenario import paper_jobs
     from philly_analyze.sim.sharing.simulate import simulate_sharing
 
     cfg, paper = sharing_config(params, cluster.total_gpus)
-    notes: list[str] = list(workload.notes) if not paper else []
-    if paper:
-        jobs = paper_jobs(cfg, seed)
-        origin = int(PAPER_ORIGIN.value // 1000)
-        minutes = cfg.paper.minutes
-        notes.append(
-            f"scenario paper: {cfg.cluster.online_gpus:,} online GPUs, {len(jobs):,} "
-            "synthetic offline jobs (no store is used)"
-        )
-    else:
-        jobs, origin = offline_frame(workload)
-        minutes = params["minutes"]
+    jobs, origin, minutes, notes = _offline_input(cfg, paper, workload, params, seed)
     training = None if paper else cluster
     res = simulate_sharing(jobs, cfg, policy.name, seed=seed, minutes=minutes, cluster=training)
     if len(res.jobs) < len(jobs):  # prepare_offline keeps jobs with work and GPUs only
@@ -329,6 +317,24 @@ def replay_sharing(
     out.seconds = float(res.timing.get("seconds", 0.0))
     out.sharing = res  # type: ignore[attr-defined]  # the model's own result (timeseries...)
     return out
+
+
+def _offline_input(
+    cfg: SharingConfig, paper: bool, workload: Workload, params: dict[str, Any], seed: int
+) -> tuple[pd.DataFrame, int, int | None, list[str]]:
+    """The offline jobs, their origin (us), the horizon (minutes, None: until done) and the
+    notes: the paper scenario's synthetic backlog, or the workload's jobs."""
+    if not paper:
+        jobs, origin = offline_frame(workload)
+        return jobs, origin, params["minutes"], list(workload.notes)
+    from philly_analyze.sim.sharing.scenario import paper_jobs
+
+    jobs = paper_jobs(cfg, seed)
+    note = (
+        f"scenario paper: {cfg.cluster.online_gpus:,} online GPUs, {len(jobs):,} "
+        "synthetic offline jobs (no store is used)"
+    )
+    return jobs, int(PAPER_ORIGIN.value // 1000), cfg.paper.minutes, [note]
 
 
 def _paper_notes(cfg: SharingConfig, res: SharingResult, name: str) -> list[str]:

@@ -49,6 +49,7 @@ class Accumulator:
     rows: list[tuple[float, ...]] = field(default_factory=list)
 
     def add(self, key: str, value: float) -> None:
+        """Add ``value`` to the running sum ``key``."""
         self.sums[key] = self.sums.get(key, 0.0) + float(value)
 
     def add_slowdowns(self, ln_sigma: np.ndarray) -> None:
@@ -57,6 +58,7 @@ class Accumulator:
         self.ln_hist += np.bincount(b, minlength=LN_BINS)
 
     def slowdown_quantile(self, q: float) -> float | None:
+        """The ``q`` quantile of the online slowdown over shared GPU-minutes (None if none)."""
         total = int(self.ln_hist.sum())
         if total == 0:
             return None

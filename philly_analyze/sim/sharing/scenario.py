@@ -79,6 +79,7 @@ class PaperComparison:
     table: pd.DataFrame  # metric, paper_before, sim_before, paper_after, sim_after
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the comparison rows and every policy's metrics."""
         return {
             "scenario": "paper",
             "comparison": self.table.to_dict(orient="records"),

@@ -70,6 +70,8 @@ def simulate_sharing(
 
 
 def _result(sim: SharingSim, horizon: float) -> SharingResult:
+    """The run's ``SharingResult``: jobs and attempts (those still running closed at the
+    horizon), metrics, the time series and the slowdown histogram."""
     jobs, acc, cfg = sim.jobs, sim.acc, sim.cfg
     # Close running attempts at the horizon.
     for j in np.flatnonzero((sim.j_state == SHARED) | (sim.j_state == ORDINARY)).tolist():
@@ -101,12 +103,33 @@ def _result(sim: SharingSim, horizon: float) -> SharingResult:
         sim.attempts,
         columns=["job", "attempt_idx", "start_min", "end_min", "outcome", "kind", "gpus"],
     ).astype({"job": np.int64, "attempt_idx": np.int64, "start_min": float, "end_min": float})
+    m = _metrics(sim, jt, horizon)
+    ts = pd.DataFrame(acc.rows, columns=list(TIMESERIES_COLUMNS))
+    return SharingResult(
+        policy=sim.policy,
+        metrics=round_metrics(m),
+        timeseries=ts,
+        jobs=jt,
+        attempts=att,
+        config=cfg,
+        origin=jobs.origin,
+        timing={
+            "solver_seconds": sim.match_stats.solver_seconds,
+            "largest_block": list(sim.match_stats.largest_block),
+        },
+        slowdown_hist=acc.ln_hist.copy(),
+    )
+
+
+def _metrics(sim: SharingSim, jt: pd.DataFrame, horizon: float) -> dict[str, Any]:
+    """The flat metrics of a finished run (``docs/muxflow.md`` lists each key)."""
+    jobs, acc, cfg = sim.jobs, sim.acc, sim.cfg
     G, n_ord, T = sim.G, sim.n_ord, max(acc.minutes, 1e-9)
     s = acc.sums
     per_online = max(G, 1) * T
     per_all = max(G + n_ord, 1) * T
     ms = sim.match_stats
-    m: dict[str, Any] = {
+    return {
         "policy": sim.policy,
         "online_gpus": G,
         "ordinary_gpus": n_ord,
@@ -143,15 +166,3 @@ def _result(sim: SharingSim, horizon: float) -> SharingResult:
         "predictor_mae_sim": sim.tables.predictor_mae(),
         "predictor_mae_gavel_heldout": load_interference(cfg.cluster.gpu_type).heldout["mae"],
     }
-    ts = pd.DataFrame(acc.rows, columns=list(TIMESERIES_COLUMNS))
-    return SharingResult(
-        policy=sim.policy,
-        metrics=round_metrics(m),
-        timeseries=ts,
-        jobs=jt,
-        attempts=att,
-        config=cfg,
-        origin=jobs.origin,
-        timing={"solver_seconds": ms.solver_seconds, "largest_block": list(ms.largest_block)},
-        slowdown_hist=acc.ln_hist.copy(),
-    )
