@@ -4,6 +4,8 @@ out) for each GPU type, and on Lucid's pairs with Gavel's coefficients (validati
 nothing is fitted on Lucid), beside a constant predictor (``const_mae``: every pair predicted as
 the median). Needs ``../shared/reference/colocation`` (skipped without it).
 
+On other copies of the files: ``python -m bench.muxflow_predictor GAVEL_JSON [LUCID_CSV]``.
+
 Also the maintainers' way to regenerate the shipped calibration (never written by the package
 itself at run time)::
 
@@ -73,11 +75,12 @@ def _cell(v: Any) -> str:
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
-def run() -> None:
-    if not GAVEL.exists():
-        print(f"skipped: {GAVEL} not present")
+def run(gavel: Path = GAVEL, lucid: Path | None = LUCID) -> None:
+    """Print the error table (Markdown) for the Gavel file and, if present, Lucid's."""
+    if not gavel.exists():
+        print(f"skipped: {gavel} not present")
         return
-    rows = error_rows(GAVEL, LUCID if LUCID.exists() else None)
+    rows = error_rows(gavel, lucid if lucid is not None and lucid.exists() else None)
     cols = list(rows[0])
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
@@ -94,9 +97,13 @@ def calibrate_to(gavel: Path, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "calibrate":
-        calibrate_to(Path(sys.argv[2]), Path(sys.argv[3]))
-    elif len(sys.argv) == 1:
-        run()
+    args = sys.argv[1:]
+    if len(args) == 3 and args[0] == "calibrate":
+        calibrate_to(Path(args[1]), Path(args[2]))
+    elif len(args) <= 2 and "calibrate" not in args:
+        run(*[Path(a) for a in args])
     else:
-        sys.exit("usage: python -m bench.muxflow_predictor [calibrate GAVEL_JSON OUT_JSON]")
+        sys.exit(
+            "usage: python -m bench.muxflow_predictor [GAVEL_JSON [LUCID_CSV]]\n"
+            "       python -m bench.muxflow_predictor calibrate GAVEL_JSON OUT_JSON"
+        )

@@ -73,7 +73,7 @@ Examples:
   philly-analyze replay --store philly-store --policy philly,dedicated,muxflow
   philly-analyze replay --policy dedicated,muxflow,mps-naive --scenario paper --figures figs
   philly-analyze replay --scenario paper --ablate --param online_gpus=2000 --format md
-  philly-analyze replay --scenario paper --policy muxflow --vary sm.threshold=0.05,0.1,0.2
+  philly-analyze replay --scenario paper --policy muxflow --vary sm.threshold=0.05,0.1,0.2 --param online_gpus=2000
 """,
 )
 @click.option(

@@ -273,7 +273,7 @@ def calibrate(gavel_json: Path) -> dict[str, object]:
             "stanford-futuredata/gavel (MIT): "
             f"scheduler/throughputs/{Path(gavel_json).name}, single-GPU colocated pairs"
         ),
-        "generated_by": "python -m philly_analyze.sim.sharing.interference",
+        "generated_by": "philly_analyze.sim.sharing.interference.calibrate (python -m bench.muxflow_predictor calibrate)",
         "model": "y = -ln(normalized throughput); latent y_jk = s_j p_k; predictor "
         "ln y_hat = mean_P(t0 + t1 ln y_jP + t2 ln y_Pk + t3 ln y_PP)",
         "gpus": {},
