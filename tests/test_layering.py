@@ -38,7 +38,7 @@ def _public_api(package: str) -> frozenset[str]:
         if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Dict):
             target = node.targets[0] if isinstance(node, ast.Assign) else node.target
             if isinstance(target, ast.Name) and target.id == "_EXPORTS":
-                names |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+                names |= {str(k.value) for k in node.value.keys if isinstance(k, ast.Constant)}
     return frozenset({package, *(f"{package}.{n}" for n in names)})
 
 
@@ -164,7 +164,7 @@ def _name_switches(tree: ast.Module, names: set[str]) -> list[int]:
             return sum(is_name(k) for k in node.keys if k) >= 2
         return False
 
-    return sorted(node.lineno for node in ast.walk(tree) if switches(node))
+    return sorted(n.lineno for n in ast.walk(tree) if isinstance(n, ast.expr) and switches(n))
 
 
 #: Modules where a policy's name means something else: module -> what.

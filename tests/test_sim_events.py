@@ -38,7 +38,7 @@ def test_times_in_order_then_kinds_then_first_scheduled() -> None:
 
 
 def test_keyed_order_and_sequence_numbers() -> None:
-    loop = EventLoop(first_seq=10)
+    loop: EventLoop[float] = EventLoop(first_seq=10)
     assert loop.ticket() == 11  # after the first_seq numbers the caller gave out itself
     loop.schedule_keyed(1.5, 0, order=7, a="seven")
     loop.schedule_keyed(1.5, 0, order=2, a="two")
@@ -82,7 +82,7 @@ def test_stop_and_until_leave_what_is_not_due() -> None:
 def test_arrivals_that_are_not_events_are_taken_by_handlers() -> None:
     # The sharing model without training GPUs: the loop never stops at an arrival; a
     # handler takes those due so far, in one batch.
-    loop = EventLoop(arrivals=[0.0, 0.5, 0.5, 1.7, 3.0], wake_on_arrivals=False)
+    loop: EventLoop[float] = EventLoop([0.0, 0.5, 0.5, 1.7, 3.0], wake_on_arrivals=False)
     loop.schedule(1.0, 0)
     loop.schedule(2.0, 0)
     taken: list[tuple[float, list[int]]] = []

@@ -121,7 +121,7 @@ class BaseEngine:
         self.fs = fs
         self.model = model
         self.trace = Trace()
-        self.loop = EventLoop(wl.submit_us.tolist(), first_seq=first_seq)
+        self.loop: EventLoop[int] = EventLoop(wl.submit_us.tolist(), first_seq=first_seq)
         self.intr = intrinsic_durations(wl, model).tolist()
         self.ptr = wl.att_ptr.tolist()
         self.outcome_code = wl.att_outcome.tolist()

@@ -37,23 +37,26 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-#: Later than any event: the loop's end of time for integer clocks.
+#: Later than any event (the loop's end of time).
 NEVER = 1 << 62
 
+#: The clock's type: int microseconds (replay engines) or float minutes (sharing model).
+T = TypeVar("T", int, float)
+
 #: An event: (time, kind, order, a, b).
-Event = tuple[Any, int, Any, Any, Any]
+Event = tuple[T, int, Any, Any, Any]
 
 
-class EventLoop:
+class EventLoop(Generic[T]):
     """The clock and the pending events of one simulation run (module docstring)."""
 
     __slots__ = ("_stop", "arrivals", "fifo", "heap", "next_arrival", "now", "seq", "wake")
 
     def __init__(
         self,
-        arrivals: Sequence[Any] = (),
+        arrivals: Sequence[T] = (),
         *,
         first_seq: int = 0,
         wake_on_arrivals: bool = True,
@@ -63,11 +66,11 @@ class EventLoop:
         index and everything else after them). ``wake_on_arrivals=False``: arrivals are not
         events (the loop never stops at one) but are taken in batches by handlers, when
         nothing can happen at an arrival itself (the sharing model without training GPUs)."""
-        self.now: Any = 0
-        self.heap: list[Event] = []
-        self.fifo: deque[Event] = deque()
+        self.now: T | int = 0
+        self.heap: list[Event[T]] = []
+        self.fifo: deque[Event[T]] = deque()
         self.seq = first_seq
-        self.arrivals = list(arrivals)
+        self.arrivals: list[T] = list(arrivals)
         self.next_arrival = 0
         self.wake = wake_on_arrivals
         self._stop = False
@@ -78,16 +81,16 @@ class EventLoop:
         self.seq += 1
         return self.seq
 
-    def schedule(self, t: Any, kind: int, a: Any = 0, b: Any = 0) -> None:
+    def schedule(self, t: T, kind: int, a: Any = 0, b: Any = 0) -> None:
         """An event at ``t``, after the events of the same time and kind scheduled before."""
         self.seq += 1
         heapq.heappush(self.heap, (t, kind, self.seq, a, b))
 
-    def schedule_keyed(self, t: Any, kind: int, order: Any, a: Any = 0, b: Any = 0) -> None:
+    def schedule_keyed(self, t: T, kind: int, order: Any, a: Any = 0, b: Any = 0) -> None:
         """An event at ``t`` ordered by ``order`` among the same time and kind."""
         heapq.heappush(self.heap, (t, kind, order, a, b))
 
-    def schedule_in_order(self, t: Any, kind: int, a: Any = 0, b: Any = 0) -> None:
+    def schedule_in_order(self, t: T, kind: int, a: Any = 0, b: Any = 0) -> None:
         """An event at ``t`` that the caller knows is no earlier than any it put here before
         (a FIFO, no heap)."""
         self.fifo.append((t, kind, 0, a, b))
@@ -97,10 +100,10 @@ class EventLoop:
         self._stop = True
 
     # ------------------------------------------------------------------ taking events
-    def pop(self, now: Any) -> list[Event]:
+    def pop(self, now: T) -> list[Event[T]]:
         """Remove and return the events due at ``now``: the heap's, then the FIFO's."""
         heap = self.heap
-        out: list[Event] = []
+        out: list[Event[T]] = []
         while heap and heap[0][0] == now:
             out.append(heapq.heappop(heap))
         fifo = self.fifo
@@ -108,7 +111,7 @@ class EventLoop:
             out.append(fifo.popleft())
         return out
 
-    def take_arrivals(self, upto: Any) -> range:
+    def take_arrivals(self, upto: T) -> range:
         """Indices of the arrivals not taken yet whose time is at most ``upto`` (taken now)."""
         lo = self.next_arrival
         arr = self.arrivals
@@ -120,7 +123,7 @@ class EventLoop:
         return range(lo, hi)
 
     # ------------------------------------------------------------------ running
-    def run(self, on_time: Callable[[Any, range], None], until: Any = NEVER) -> None:
+    def run(self, on_time: Callable[[T, range], None], until: T | int = NEVER) -> None:
         """Call ``on_time(now, arrived)`` at each event time before ``until``, in time order,
         until no event is left or a handler calls ``stop``. ``arrived``: the indices of the
         arrivals due at ``now`` (always empty without ``wake_on_arrivals``)."""
@@ -129,7 +132,7 @@ class EventLoop:
         self._stop = False
         # The next time and the arrivals due then, found inline: this runs once per event time.
         while True:
-            t: Any = NEVER
+            t: T | int = NEVER
             if heap:
                 t = heap[0][0]
             if fifo and fifo[0][0] < t:

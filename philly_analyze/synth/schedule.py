@@ -23,7 +23,7 @@ moment, end of the last piece, total seconds).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -237,7 +237,7 @@ def split_causes(
     att_vc = wl.vc[wl.att_job]
     att_gpus = wl.gpus[wl.att_job].astype(np.int64)
 
-    def usage(v: int) -> np.ndarray:
+    def usage(v: Hashable) -> np.ndarray:
         sel = (att_vc == v) & held
         ended = sel & (att_end >= 0)
         d = np.r_[att_gpus[sel], -att_gpus[ended]]

@@ -17,7 +17,7 @@ delay distribution (Figure 3). The draw uses the replay's seed, so a run is repr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -62,7 +62,7 @@ def job_locality_waits(
 class Philly(EnginePolicy):
     name = "philly"
     description = "Philly: VC quotas + borrowing, gang, locality-first relaxed after a wait"
-    params = (
+    params: ClassVar[tuple[Param, ...]] = (
         Param(
             "locality_wait_min",
             float,

@@ -97,12 +97,13 @@ class SharingSim:
         if self.aware and G:  # muxflow places a job only under some GPU's memory limit
             shareable = shareable & (jobs.mem <= self.g_limit.max())
         self.runnable = (jobs.gpus <= n_ord) | shareable
-        self.loop = EventLoop(jobs.submit.tolist(), wake_on_arrivals=n_ord > 0)
+        self.loop: EventLoop[float] = EventLoop(jobs.submit.tolist(), wake_on_arrivals=n_ord > 0)
         training = training_cluster(cfg, cluster)
         self.fs = FreeState(training if training is not None else Cluster.build([], []))
         #: Global id of GPU 0 of each training server (online GPUs are 0..G-1).
         self.ord_base = (G + np.cumsum(self.fs.size) - self.fs.size).tolist()
-        self.attempts: list[tuple[int, int, float, float, str, str, tuple[int, ...]]] = []
+        #: (job, attempt, start, end, outcome or None if unknown, kind, global GPU ids)
+        self.attempts: list[tuple[int, int, float, float, str | None, str, tuple[int, ...]]] = []
         self.acc = Accumulator(G, n_ord)
         self.match_stats = MatchStats()
         self.ordinary_dirty = True
@@ -132,9 +133,17 @@ class SharingSim:
         solo minutes, ``j_done`` the progress in it and ``j_base`` the work of the attempts
         already run."""
         J = jobs.n
+        # OfflineJobs.__post_init__ fills the attempts of jobs given without them.
+        assert jobs.seg_ptr is not None and jobs.seg_work is not None
+        assert jobs.seg_outcome is not None
+        self.seg_ptr, self.seg_work, self.seg_outcome = (
+            jobs.seg_ptr,
+            jobs.seg_work,
+            jobs.seg_outcome,
+        )
         self.j_state = np.zeros(J, np.int8)
-        self.j_seg = jobs.seg_ptr[:-1].copy()
-        self.j_work = jobs.seg_work[self.j_seg] if J else np.zeros(0)
+        self.j_seg = self.seg_ptr[:-1].copy()
+        self.j_work = self.seg_work[self.j_seg] if J else np.zeros(0)
         self.j_base = np.zeros(J)
         self.j_done = np.zeros(J)
         self.j_since_ckpt = np.zeros(J)
@@ -282,8 +291,8 @@ class SharingSim:
         its observed outcome. The last one ends the job; an earlier one (it failed and was
         retried) sends the job back to the queue for the next."""
         seg = int(self.j_seg[j])
-        outcome = self.jobs.seg_outcome[seg]
-        if seg == self.jobs.seg_ptr[j + 1] - 1:
+        outcome = self.seg_outcome[seg]
+        if seg == self.seg_ptr[j + 1] - 1:
             self.finish(j, t, outcome, kind, gpus)
             return
         self.attempts.append(
@@ -292,7 +301,7 @@ class SharingSim:
         self.j_att_idx[j] += 1
         self.j_base[j] += self.j_work[j]
         self.j_seg[j] = seg + 1
-        self.j_work[j] = self.jobs.seg_work[seg + 1]
+        self.j_work[j] = self.seg_work[seg + 1]
         self.j_done[j] = 0.0
         self.j_since_ckpt[j] = 0.0
         self._requeue(j)
