@@ -74,7 +74,7 @@ def run(*args: str):
 
 
 def test_offline_frame_sums_attempt_durations() -> None:
-    from philly_analyze.sim.sharing.policy import offline_frame
+    from philly_analyze.sim.sharing.replay import offline_frame
     from philly_analyze.sim.workload import Workload
 
     wl = Workload.from_columns(
@@ -153,7 +153,7 @@ def test_sharing_schedule_is_a_store_the_report_side_can_read(replayed: tuple[di
 
 
 def test_paper_scenario_through_the_registry() -> None:
-    from philly_analyze.sim.sharing.policy import run_scenario
+    from philly_analyze.sim.sharing.replay import run_scenario
 
     res = run_scenario("muxflow", "paper", {"online_gpus": 40}, seed=1)
     assert res.metrics["online_gpus"] == 40
@@ -163,7 +163,7 @@ def test_paper_scenario_through_the_registry() -> None:
 
 def test_a_policy_that_runs_nothing_still_gives_tables() -> None:
     """dedicated in the paper scenario: no training GPUs, so no job ever starts."""
-    from philly_analyze.sim.sharing.policy import run_scenario
+    from philly_analyze.sim.sharing.replay import run_scenario
 
     res = run_scenario("dedicated", "paper", {"online_gpus": 16}, seed=0)
     assert res.attempts.num_rows == 0 and res.placements.num_rows == 0

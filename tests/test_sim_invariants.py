@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from philly_analyze.locality import fits_strict
 from philly_analyze.sim import Cluster, Workload, simulate
-from philly_analyze.sim.cluster import FreeState
+from philly_analyze.sim.placement import FreeState
 
 
 @st.composite

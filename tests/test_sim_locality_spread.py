@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from philly_analyze.sim import simulate
-from philly_analyze.sim.cluster import Cluster, FreeState
+from philly_analyze.sim.cluster import Cluster
 from philly_analyze.sim.engine import EngineConfig, QueueEngine
+from philly_analyze.sim.placement import FreeState
 from philly_analyze.sim.policies.philly import job_locality_waits
 from philly_analyze.sim.slowdown import SlowdownModel
 from philly_analyze.sim.workload import Workload

@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from philly_analyze.locality import fits_strict, servers_needed
-from philly_analyze.sim.cluster import Cluster, FreeState
+from philly_analyze.sim.cluster import Cluster
 from philly_analyze.sim.engine import EngineConfig, QueueEngine
+from philly_analyze.sim.placement import FreeState
 from philly_analyze.sim.slowdown import SlowdownModel
 from philly_analyze.sim.workload import Workload
 

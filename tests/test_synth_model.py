@@ -20,7 +20,7 @@ from philly_analyze.synth import calibration, textfmt
 from philly_analyze.synth.clock import Clock
 from philly_analyze.synth.cluster import build_cluster
 from philly_analyze.synth.loss import build_curves
-from philly_analyze.synth.schedule import SCHEDULERS, get_scheduler
+from philly_analyze.synth.schedule import schedule
 from philly_analyze.synth.workload import Window, sample_workload
 from philly_analyze.waitcause import CAUSES
 
@@ -152,14 +152,13 @@ def test_loss_curves_have_the_drawn_convergence_points() -> None:
         assert within == curves.e_within[j]
 
 
-@pytest.mark.parametrize("name", SCHEDULERS)
-def test_scheduler_never_double_books_and_gangs(name: str) -> None:
+def test_scheduler_never_double_books_and_gangs() -> None:
     cal = calibration.load()
     rng = np.random.default_rng(5)
     cl = build_cluster(cal, 30, rng)
     w = Window.from_date("2017-10-03", 3, "America/Los_Angeles")
     wl = sample_workload(cal, cl, w, 1500, rng)
-    sch = get_scheduler(name, cal).run(wl, cl, w.seconds, 1)
+    sch = schedule(wl, cl, w.seconds, 1, cal.section("scheduler", "philly").get("params", {}))
     started = np.flatnonzero(sch.att_start >= 0)
     # Attempts run in order, each after the previous one ended; none before its submission.
     assert (sch.att_start[started] >= wl.submit[wl.att_job[started]]).all()

@@ -38,8 +38,6 @@ METRICS: tuple[tuple[str, str, str | None], ...] = (
     ("gpu_hours_lost", "GPU hours of offline work lost to evictions", None),
     ("jct_mean_vs_philly", "offline JCT mean / the same jobs under philly", None),
 )
-#: Which of the paper's numbers ("before" or "after" sharing) a policy is compared with.
-PAPER_SIDE = {"dedicated": "before", "muxflow": "after"}
 
 
 def has_output(store_path: str | Path) -> bool:
@@ -63,7 +61,7 @@ def compute(ctx: Context) -> Section:
         return sec
     out = SharingOutput.load(path)
     published = SharingConfig.load().paper.published()
-    side = PAPER_SIDE.get(out.policy)
+    side = out.paper_side  # the policy's own (sim.policies.sharing)
     paper = published[side] if side else {}
     rows = []
     for key, label, paper_key in METRICS:

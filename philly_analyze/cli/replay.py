@@ -77,7 +77,9 @@ Examples:
   philly-analyze replay --list-policies
   philly-analyze replay --store philly-store --machines all   # + hosts not in the list
   philly-analyze replay --store philly-store --policy philly,dedicated,muxflow
-  philly-analyze replay --policy dedicated,muxflow,mps-naive --scenario paper
+  philly-analyze replay --policy dedicated,muxflow,mps-naive --scenario paper --figures figs
+  philly-analyze replay --scenario paper --ablate --param online_gpus=2000 --format md
+  philly-analyze replay --scenario paper --policy muxflow --vary sm.threshold=0.05,0.1,0.2 --param online_gpus=2000
 """,
 )
 @click.option(
@@ -123,6 +125,24 @@ Examples:
     help="Sharing policies only (muxflow, dedicated, mps-naive): a built-in scenario instead "
     "of a store; paper = MuxFlow's deployment, 20,000 online GPUs for one day.",
 )
+@click.option(
+    "--ablate",
+    is_flag=True,
+    help="With --scenario: muxflow with each mechanism switched off, then mps-naive and "
+    "dedicated, on the same jobs (one row each).",
+)
+@click.option(
+    "--vary",
+    metavar="PARAM=V1,V2,...",
+    help="With --scenario and one sharing --policy: one parameter of the model file (dotted, "
+    "e.g. sm.threshold) over the values (one row each).",
+)
+@click.option(
+    "--figures",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Sharing policies: write PNG figures here (the day's utilization and the online "
+    "slowdown; with --ablate or --vary, that experiment's figure).",
+)
 @quiet_option()
 @writes(out="--out")
 def command(
@@ -137,6 +157,9 @@ def command(
     seed: int,
     list_policies: bool,
     scenario: str | None,
+    ablate: bool,
+    vary: str | None,
+    figures: Path | None,
     quiet: bool,
 ) -> None:
     """Replay a store's jobs through a simulated cluster under one or more scheduling
@@ -148,23 +171,51 @@ def command(
         return
     from philly_analyze.progress import stderr_console
     from philly_analyze.sim.policies import get_policy
-    from philly_analyze.sim.replay import load_inputs, simulate
+    from philly_analyze.sim.replay import simulate
 
     names = [p.strip() for p in policy.split(",") if p.strip()]
     if not names:
         raise click.BadParameter("no policy given", param_hint="--policy")
     for n in names:
         get_policy(n)  # unknown names fail before any work
+    if ablate or vary:
+        if out is not None:
+            raise click.UsageError("--ablate and --vary print a table and write no store: no --out")
+        _experiment(names, scenario, ablate, vary, params, seed, fmt, figures, quiet)
+        return
+    sharing = [n for n in names if _is_sharing(n)]
+    if figures is not None and not sharing:
+        raise click.UsageError("--figures draws sharing runs: choose a sharing --policy")
     per_policy = _parse_params(params, names)
     console = stderr_console()
     if scenario:
-        from philly_analyze.sim.sharing.policy import run_scenario
+        from philly_analyze.sim.sharing.replay import run_scenario
 
         results = _run_all(
             names, lambda n: run_scenario(n, scenario, per_policy[n], seed), out, quiet, console
         )
         _print(results, fmt, f"scenario {scenario}", _ScenarioCluster(results[0][0].machines))
+        _figures(results, figures, scenario, console, quiet)
         return
+    wl, cluster, q = _inputs(store_path, racks, quotas, machines, quiet, console)
+    results = _run_all(
+        names, lambda n: simulate(wl, cluster, n, q, per_policy[n], seed), out, quiet, console
+    )
+    _print(results, fmt, store_path, cluster)
+    _figures(results, figures, None, console, quiet)
+
+
+def _inputs(
+    store_path: str,
+    racks: int | None,
+    quotas: Path | None,
+    machines: str | None,
+    quiet: bool,
+    console: Any,
+) -> tuple[Any, Any, dict[str, int]]:
+    """The store's workload, cluster and quotas (``sim.load_inputs``), said on stderr."""
+    from philly_analyze.sim.replay import load_inputs
+
     wl, cluster, q = load_inputs(store_path, racks, quotas, machines)
     if len(wl) == 0:
         raise UserError(
@@ -178,10 +229,75 @@ def command(
             f"{'s' if len(cluster.rack_names) != 1 else ''})",
             highlight=False,
         )
-    results = _run_all(
-        names, lambda n: simulate(wl, cluster, n, q, per_policy[n], seed), out, quiet, console
-    )
-    _print(results, fmt, store_path, cluster)
+    return wl, cluster, q
+
+
+def _is_sharing(name: str) -> bool:
+    from philly_analyze.sim.policies import get_policy
+    from philly_analyze.sim.policies.sharing import SharingPolicy
+
+    return isinstance(get_policy(name), SharingPolicy)
+
+
+def _experiment(
+    names: list[str],
+    scenario: str | None,
+    ablate: bool,
+    vary: str | None,
+    params: tuple[str, ...],
+    seed: int,
+    fmt: str,
+    figures: Path | None,
+    quiet: bool,
+) -> None:
+    """``--ablate`` / ``--vary``: a table of sharing runs on a scenario's jobs."""
+    from philly_analyze.sim.sharing import scenario as experiments
+
+    if scenario is None:
+        raise click.UsageError("--ablate and --vary run on a built-in scenario: add --scenario")
+    if ablate and vary:
+        raise click.UsageError("--ablate and --vary are separate experiments: choose one")
+    source = click.get_current_context().get_parameter_source("policy")
+    if ablate:
+        ablated = experiments.ABLATED
+        if source == click.core.ParameterSource.COMMANDLINE and names != [ablated]:
+            raise click.UsageError(f"--ablate ablates {ablated} beside its baselines: no --policy")
+        # The ablated policy's parameters apply (online_gpus, model, ...).
+        per = _parse_params(params, [ablated])[ablated]
+        exp = experiments.run_ablations(scenario, per, seed)
+    else:
+        if len(names) != 1 or not _is_sharing(names[0]):
+            raise click.UsageError("--vary runs one sharing policy: --policy muxflow, say")
+        key, sep, raw = (vary or "").partition("=")
+        values = [experiments.parse_value(v) for v in raw.split(",") if v.strip()]
+        if not sep or not key or not values:
+            raise click.BadParameter(f"expected PARAM=V1,V2, got {vary!r}", param_hint="--vary")
+        per = _parse_params(params, names)[names[0]]
+        exp = experiments.run_sweep(names[0], scenario, key, values, per, seed)
+    _print_rows(exp.table, fmt, {"scenario": scenario, **exp.header()})
+    if figures is not None:
+        path = exp.figure(figures)
+        if not quiet:
+            click.echo(f"figure: {path}", err=True)
+
+
+def _figures(
+    results: list, figures: Path | None, scenario: str | None, console: Any, quiet: bool
+) -> None:
+    """``--figures``: the day and slowdown figures of the sharing runs (MuxFlow's published
+    before/after numbers beside the day of the paper scenario)."""
+    if figures is None:
+        return
+    from philly_analyze.sim.sharing.figures import plot_outputs
+
+    outputs = {r.policy: r.sharing for r, _ in results if getattr(r, "sharing", None)}
+    paper = None
+    if scenario and outputs:
+        paper = next(iter(outputs.values())).config.paper.published()
+    stem = f"muxflow_{scenario}" if scenario else "muxflow"
+    for path in plot_outputs(outputs, figures, stem, paper):
+        if not quiet:
+            console.print(f"figure: {path}", highlight=False)
 
 
 def _run_all(names: list[str], run: Any, out: Path | None, quiet: bool, console: Any) -> list:
@@ -292,6 +408,49 @@ def _print(results: list, fmt: str, store_path: str, cluster: Any) -> None:
     for row, texts in zip(rows, cells, strict=True):
         t.add_row(row[0], *texts)
     Console(file=sys.stdout).print(t)
+
+
+def _print_rows(df: Any, fmt: str, header: dict[str, Any]) -> None:
+    """A table of runs (one row each: an ablation variant or a parameter value) in ``fmt``:
+    json (``header`` and the rows), csv, md, or a rich table; values in their units."""
+    from philly_analyze.sim.units import human
+
+    cols = [str(c) for c in df.columns]
+    rows = df.to_dict(orient="records")
+    if fmt == "json":
+        plain = [{k: _plain(v) for k, v in r.items()} for r in rows]
+        click.echo(json.dumps({**header, "rows": plain}, indent=2))
+        return
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(cols)
+        for r in rows:
+            w.writerow([_plain(r[c]) for c in cols])
+        click.echo(buf.getvalue(), nl=False)
+        return
+    # The first column names the run (variant or the parameter's value): shown as it is.
+    texts = [[str(r[cols[0]]), *(human(c, r[c]) for c in cols[1:])] for r in rows]
+    if fmt == "md":
+        click.echo("| " + " | ".join(cols) + " |")
+        click.echo("|---|" + "---:|" * (len(cols) - 1))
+        for t in texts:
+            click.echo("| " + " | ".join(t) + " |")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    # Transposed, like the comparison table (a metric per row, a run per column), and as wide
+    # as its cells (a terminal wraps long lines; a narrower table would cut every cell).
+    grid = [[cols[0], *(t[0] for t in texts)]]
+    grid += [[c, *(t[i] for t in texts)] for i, c in enumerate(cols[1:], start=1)]
+    widths = [max(len(r[i]) for r in grid) for i in range(len(grid[0]))]
+    table = Table(title=f"replay: scenario {header['scenario']}", title_justify="left")
+    for i, name in enumerate(grid[0]):
+        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
+    for r in grid[1:]:
+        table.add_row(*r)
+    Console(file=sys.stdout, width=sum(widths) + 3 * len(widths) + 1).print(table)
 
 
 def _cells(results: list, rows: list[list[Any]]) -> tuple[list[list[str]], list[str]]:

@@ -137,8 +137,9 @@ Examples:
     type=click.Choice(["philly", "builtin"]),
     default="philly",
     show_default=True,
-    help="philly: the replay engine's philly policy (philly_analyze.sim); builtin: the "
-    "synthesizer's compact scheduler (which also models users giving up on queued jobs).",
+    help="philly: the replay engine's philly policy (philly_analyze.sim), the only scheduler. "
+    "builtin: deprecated spelling of philly (the synthesizer's own scheduler, with users "
+    "giving up on queued jobs, was removed).",
 )
 @click.option(
     "--workers",
@@ -185,6 +186,15 @@ def command(
     except FileExistsError as e:
         raise UserError(str(e)) from None
     console = stderr_console()
+    if scheduler == "builtin":  # kept so that scripts still run; says what changed
+        if not quiet:
+            console.print(
+                "note: deprecated --scheduler builtin: the built-in scheduler was removed; the "
+                "jobs are scheduled by the replay engine's philly policy (users no longer give "
+                "up on queued jobs)",
+                highlight=False,
+            )
+        scheduler = "philly"
 
     def say(msg: str) -> None:
         if not quiet:

@@ -19,12 +19,12 @@ from bisect import bisect_left, insort
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from philly_analyze.progress import NullTracker, Tracker
-from philly_analyze.sim.cluster import FreeState, Placement
-from philly_analyze.sim.engine import PROGRESS_EVERY, BaseEngine, Trace
+from philly_analyze.sim.core import BaseEngine, Trace
+from philly_analyze.sim.placement import FreeState, Placement
 from philly_analyze.sim.slowdown import SlowdownModel
-from philly_analyze.sim.workload import FAILED, Workload
+from philly_analyze.sim.workload import Workload
 
+#: Event kinds (at one time: attempt ends, then retries ready, then LAS demotions).
 END, READY, DEMOTE = 0, 1, 2
 
 
@@ -72,11 +72,6 @@ class PreemptiveEngine(BaseEngine):
         self.waiting: set[int] = set()
         #: j -> (row, placement, start, factor)
         self.running: dict[int, tuple[int, Placement, int, float]] = {}
-        self.heap: list[tuple[int, int, int, int, int]] = []
-        self.seq = 0
-        #: Progress: the caller's tracker and the attempt ends so far (set by ``run``).
-        self.tracker: Tracker = NullTracker()
-        self.ends = 0
 
     # ------------------------------------------------------------------ helpers for keys
     def remaining_total(self, j: int, now: int) -> int:
@@ -88,43 +83,42 @@ class PreemptiveEngine(BaseEngine):
         return rem + self.later[self.ptr[j] + self.k[j]]
 
     def attained_now(self, j: int, now: int) -> int:
+        """Attained service (GPU-us) of job ``j`` at ``now``, its current run included."""
         run = self.running.get(j)
         a = self.attained[j]
         return a + (now - run[2]) * self.gpus[j] if run is not None else a
 
     def level(self, j: int, now: int) -> int:
+        """LAS queue of job ``j`` at ``now``: thresholds its attained service has passed."""
         a = self.attained_now(j, now)
         return sum(1 for t in self.cfg.thresholds if a >= t)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> Trace:
-        nj = len(self.submit)
-        ai = 0
-        heap = self.heap
-        inf = 1 << 62
-        self.tracker, self.ends = self.progress_start(), 0
-        while ai < nj or heap:
-            t_arr = self.submit[ai] if ai < nj else inf
-            now = heap[0][0] if heap and heap[0][0] < t_arr else t_arr
-            while heap and heap[0][0] == now:
-                _, kind, _, j, ver = heapq.heappop(heap)
-                if kind == READY:
-                    self._ready(j, now)
-                elif ver == self.version[j] and j in self.running:
-                    if kind == END:
-                        self._end(j, now)
-                    else:  # DEMOTE: the job's LAS queue changes; reschedule below
-                        self.lvl[j] = self.level(j, now)
-                        self._push_demote(j, now)
-            while ai < nj and self.submit[ai] == now:
-                self.k[ai] = 0
-                self.rem[ai] = self.intr[self.ptr[ai]]
-                self._ready(ai, now)
-                ai += 1
-            self._schedule(now)
+        """Simulate the whole workload; the trace of what ran."""
+        self.progress_start()
+        self.loop.run(self._at)
         self.trace.unscheduled.extend(sorted(self.waiting))
-        self.tracker.update(completed=self.planned)
+        self.progress_done()
         return self.trace
+
+    def _at(self, now: int, arrived: range) -> None:
+        """Everything due at ``now`` (stale events of a job that was stopped since are
+        skipped: their version is old), then one ranking and admission."""
+        for _, kind, _, j, ver in self.loop.pop(now):
+            if kind == READY:
+                self._ready(j, now)
+            elif ver == self.version[j] and j in self.running:
+                if kind == END:
+                    self._end(j, now)
+                else:  # DEMOTE: the job's LAS queue changes; reschedule below
+                    self.lvl[j] = self.level(j, now)
+                    self._push_demote(j, now)
+        for ai in arrived:
+            self.k[ai] = 0
+            self.rem[ai] = self.intr[self.ptr[ai]]
+            self._ready(ai, now)
+        self._schedule(now)
 
     def _ready(self, j: int, now: int) -> None:
         self.waiting.add(j)
@@ -136,8 +130,7 @@ class PreemptiveEngine(BaseEngine):
         insort(self.wsorted, k)
 
     def _push(self, t: int, kind: int, j: int) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (t, kind, self.seq, j, self.version[j]))
+        self.loop.schedule(t, kind, j, self.version[j])
 
     def _stop(self, j: int, now: int) -> int:
         """Take j off its GPUs at ``now``; returns its trace row."""
@@ -152,25 +145,14 @@ class PreemptiveEngine(BaseEngine):
 
     def _end(self, j: int, now: int) -> None:
         row = self._stop(j, now)
-        self.ends += 1
-        if not self.ends & PROGRESS_EVERY:
-            self.tracker.update(completed=self.ends)
-        tr = self.trace
         k = self.k[j]
-        if k < self.last_att[j]:
-            tr.outcome[row] = FAILED
+        if self.attempt_ended(j, k, row):
             self.k[j] = k + 1
             self.rem[j] = self.intr[self.ptr[j] + k + 1]
             if self.cfg.retry_delay_us:
                 self._push(now + self.cfg.retry_delay_us, READY, j)
             else:
                 self._ready(j, now)
-        else:
-            oc = self.outcome_code[self.ptr[j] + k]
-            if k < self.ptr[j + 1] - self.ptr[j] - 1:
-                tr.truncated.add(j)
-                oc = FAILED
-            tr.outcome[row] = oc
 
     def _schedule(self, now: int) -> None:
         if not self.waiting:

@@ -16,7 +16,7 @@ import pyarrow as pa
 from philly_analyze import schemas
 from philly_analyze.errors import UserError
 from philly_analyze.sim.cluster import Cluster
-from philly_analyze.sim.engine import Trace
+from philly_analyze.sim.core import Trace
 from philly_analyze.sim.metrics import cluster_steps, compute_metrics, waiting_causes
 from philly_analyze.sim.workload import NO_VC, Workload
 from philly_analyze.vcquota import STORE_QUOTA_FILE, write_quotas

@@ -63,6 +63,7 @@ class Workload:
 
     @property
     def num_attempts(self) -> np.ndarray:
+        """Attempts per job."""
         return np.diff(self.att_ptr)
 
     def subset(self, mask: np.ndarray) -> Workload:

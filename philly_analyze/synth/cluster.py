@@ -7,6 +7,9 @@ the same proportion. Servers stand in racks of one type (see the data file); mac
 
 The machine-list quirk of the real trace is reproduced: a few 8-GPU machines are *listed* as
 ``2, 12GB`` while jobs use all 8 of their GPUs (ground truth keeps the true count).
+
+``SynthCluster`` is a replay ``Cluster`` (the shape the replay engine schedules on) with what
+the machine list says beside it and the machines' memory.
 """
 
 from __future__ import annotations
@@ -15,34 +18,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from philly_analyze.sim import Cluster
 from philly_analyze.synth.calibration import Calibration
 
 
 @dataclass(frozen=True)
-class SynthCluster:
-    """Machines of the synthetic cluster, index-aligned arrays."""
+class SynthCluster(Cluster):
+    """Machines of the synthetic cluster, index-aligned arrays: a ``Cluster`` (``gpus``: the
+    true GPU count, what the scheduler uses; ``rack``: dense rack index) plus the machine
+    list's view and memory sizes."""
 
-    machine_ids: tuple[str, ...]
-    #: True GPU count (what the scheduler uses).
-    gpus: np.ndarray
     #: GPU count written in the machine list (differs for mislisted machines).
     listed_gpus: np.ndarray
     gpu_mem_gb: np.ndarray
     listed_gpu_mem_gb: np.ndarray
-    rack: np.ndarray
     host_mem_kb: np.ndarray
-
-    @property
-    def num_machines(self) -> int:
-        return len(self.machine_ids)
-
-    @property
-    def total_gpus(self) -> int:
-        return int(self.gpus.sum())
-
-    @property
-    def largest(self) -> int:
-        return int(self.gpus.max())
 
 
 def build_cluster(cal: Calibration, machines: int, rng: np.random.Generator) -> SynthCluster:
@@ -75,12 +65,15 @@ def build_cluster(cal: Calibration, machines: int, rng: np.random.Generator) -> 
         wrong = rng.choice(idx8, size=k, replace=False)
         listed[wrong] = 2
         listed_mem[wrong] = c["gpu_mem_gb_2gpu"]
+    # Ids in increasing number are also the replay's natural order (m2 < m10), and racks are
+    # numbered from 0 without gaps: the shape is what ``Cluster.build`` would make of it.
     return SynthCluster(
         machine_ids=tuple(f"m{k}" for k in numbers),
         gpus=gpus,
+        rack=rack,
+        rack_names=tuple(f"rack{r}" for r in range(int(rack.max()) + 1)),
         listed_gpus=listed,
         gpu_mem_gb=mem,
         listed_gpu_mem_gb=listed_mem,
-        rack=rack,
         host_mem_kb=host,
     )

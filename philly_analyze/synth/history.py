@@ -22,7 +22,7 @@ from philly_analyze.synth import loss, utillevels
 from philly_analyze.synth.calibration import Calibration
 from philly_analyze.synth.cluster import SynthCluster
 from philly_analyze.synth.schedule import Schedule
-from philly_analyze.synth.workload import A_FAILED, Window, Workload
+from philly_analyze.synth.workload import A_FAILED, JobPlan, Window
 
 #: Realized attempt outcome codes: the workload's, plus running at the window's end.
 R_RUNNING = 3
@@ -37,7 +37,7 @@ class History:
 
     window: Window
     cluster: SynthCluster
-    wl: Workload
+    wl: JobPlan
     sched: Schedule
     job_ids: list[str]
     app_cluster_ts: np.ndarray  # int64 ms, per job
@@ -79,7 +79,7 @@ def realize(
     cal: Calibration,
     cluster: SynthCluster,
     window: Window,
-    wl: Workload,
+    wl: JobPlan,
     sched: Schedule,
     rng: np.random.Generator,
 ) -> History:
@@ -161,7 +161,7 @@ def realize(
 
 
 def _app_ids(
-    cal: Calibration, window: Window, wl: Workload, rng: np.random.Generator
+    cal: Calibration, window: Window, wl: JobPlan, rng: np.random.Generator
 ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int]]]:
     """Application ids in submission order, with one RM restart (module docstring)."""
     ts0 = window.start_epoch * 1000 - int(rng.integers(86_400_000, 6 * 86_400_000))

@@ -33,7 +33,7 @@ from philly_analyze import __version__
 from philly_analyze.synth import calibration, history, render_ganglia, render_philly, truth
 from philly_analyze.synth.clock import Clock
 from philly_analyze.synth.cluster import build_cluster
-from philly_analyze.synth.schedule import Scheduler, get_scheduler
+from philly_analyze.synth.schedule import POLICY, schedule
 from philly_analyze.synth.timeseries import MinuteModel
 from philly_analyze.synth.workload import Window, sample_workload
 from philly_analyze.timeutil import DEFAULT_TIMEZONE
@@ -60,7 +60,8 @@ class SynthConfig:
     start: str = "2017-10-03"
     timezone: str = DEFAULT_TIMEZONE
     workers: int = 2
-    scheduler: str = "philly"
+    #: The replay policy that schedules the jobs: only ``philly`` (recorded in the manifest).
+    scheduler: str = POLICY
     #: Ganglia export step in seconds; None = the finest default RRA step under the size cap.
     ganglia_step: int | None = None
 
@@ -86,6 +87,11 @@ def synthesize(out: Path, config: SynthConfig, progress: Progress | None = None)
     bad = [f for f in config.formats if f not in FORMATS]
     if bad:
         raise ValueError(f"unknown format(s) {bad}; choose from {', '.join(FORMATS)}")
+    if config.scheduler != POLICY:
+        raise ValueError(
+            f"unknown scheduler {config.scheduler!r}: the jobs are scheduled by the replay "
+            f"engine's {POLICY!r} policy (the built-in scheduler was removed)"
+        )
     cal = calibration.load()
     seeds = np.random.SeedSequence(config.seed).spawn(8)
     rngs = [np.random.default_rng(s) for s in seeds]
@@ -93,9 +99,9 @@ def synthesize(out: Path, config: SynthConfig, progress: Progress | None = None)
     say("sampling the workload")
     cluster = build_cluster(cal, config.machines, rngs[0])
     wl = sample_workload(cal, cluster, window, config.jobs, rngs[1])
-    sched_impl: Scheduler = get_scheduler(config.scheduler, cal)
-    say(f"scheduling {wl.num_jobs:,} jobs ({sched_impl.name})")
-    sch = sched_impl.run(wl, cluster, window.seconds, int(seeds[2].generate_state(1)[0]))
+    say(f"scheduling {wl.num_jobs:,} jobs ({config.scheduler})")
+    params = cal.section("scheduler", POLICY).get("params", {})
+    sch = schedule(wl, cluster, window.seconds, int(seeds[2].generate_state(1)[0]), params)
     hist = history.realize(cal, cluster, window, wl, sch, rngs[3])
     clock = Clock(window)
     res = SynthResult(out=out)
@@ -137,7 +143,7 @@ def synthesize(out: Path, config: SynthConfig, progress: Progress | None = None)
         res.files["framework"] = render_framework.write_framework(
             out / "framework", cal, hist, clock, rngs[7]
         )
-    res.summary = summarize(cal, hist, config, sched_impl.name, step)
+    res.summary = summarize(cal, hist, config, config.scheduler, step)
     manifest = out / "ground_truth" / "manifest.json"
     manifest.write_text(json.dumps(res.summary, indent=2, sort_keys=True) + "\n")
     res.files["ground_truth"].append(manifest)

@@ -7,7 +7,7 @@ Times are ``timestamp[us, tz=UTC]`` like the store's. Tables:
 
 - ``jobs``: job_id, vc, user_id, status, num_gpus, submit_time, first_start, last_end,
   num_attempts, censored (still running or queued at the window's end), cancelled
-  (``withdrawn`` or ``impatient``: killed before running), util_mean, servers (of the first
+  (``withdrawn``: held and killed before it could run; NULL otherwise), util_mean, servers (of the first
   attempt), framework, epochs, planned_epochs, epoch_within_0_1pct, epoch_lowest, util_measurable,
   startup_s (seconds from submission until the scheduler could place the job: the part of the
   queueing delay before its ``waits``), carried_over (submitted before the window and running
@@ -64,7 +64,8 @@ def write_truth(out: Path, cal: Calibration, hist: History) -> list[Path]:
     done_cancel = (sch.cancel_time >= 0) & (sch.cancel_time < hist.horizon)
     finished = (has & (n_real == wl.num_attempts) & (last_end >= 0)) | done_cancel
     censored = ~finished
-    cancel = np.where(done_cancel, np.where(wl.withdraw >= 0, "withdrawn", "impatient"), None)
+    # Only held jobs are killed unscheduled: users do not give up on queued jobs.
+    cancel = np.where(done_cancel, "withdrawn", None)
     c = hist.curves
     files = [
         _write(

@@ -63,8 +63,13 @@ class Window:
 
 
 @dataclass
-class Workload:
-    """Jobs (sorted by submission) and their planned attempts (grouped by job, in order)."""
+class JobPlan:
+    """Jobs (sorted by submission) and their planned attempts (grouped by job, in order).
+
+    A model of what each job will do, not the replay's ``Workload``: beside the jobs and their
+    attempts (the part the scheduler needs, handed to it by ``schedule.replay_inputs``) it
+    holds what the renderers need (status, failure reasons, frameworks, startup latency,
+    withdrawals, the VCs' sizes)."""
 
     submit: np.ndarray  # int64 s from window start
     vc: np.ndarray  # int16 index into vc_names
@@ -73,7 +78,6 @@ class Workload:
     status: np.ndarray  # int8 PASSED/KILLED/UNSUCCESSFUL
     first_attempt: np.ndarray  # int64 index into the attempt arrays
     num_attempts: np.ndarray  # int32
-    patience: np.ndarray  # int64 s; -1 = waits forever
     #: int64 s from submission until the scheduler sees the job (submission processing)
     startup: np.ndarray
     withdraw: np.ndarray  # int64 s after submit when a held job is killed unscheduled; -1 = no
@@ -95,6 +99,7 @@ class Workload:
 
     @property
     def num_jobs(self) -> int:
+        """Jobs in the plan."""
         return len(self.submit)
 
 
@@ -113,7 +118,7 @@ def sample_workload(
     window: Window,
     num_jobs: int,
     rng: np.random.Generator,
-) -> Workload:
+) -> JobPlan:
     """Draw ``num_jobs`` jobs for ``cluster`` over ``window`` (module docstring): the window's
     submissions, plus the jobs of a lead-in still running at its start (carried over with
     submit = start = 0), thinned so the history holds exactly ``num_jobs`` jobs."""
@@ -139,7 +144,7 @@ def _jobs(
     lead: int,
     cap: float,
     rng: np.random.Generator,
-) -> Workload:
+) -> JobPlan:
     """Statuses, attempts, failures and run times of the arrivals (times from the lead-in's
     start; the offered load is over ``span`` seconds)."""
     wl = cal.section("workload")
@@ -182,12 +187,10 @@ def _jobs(
     duration, scales = _scale_durations(
         cal, cluster, span, cap, raw, att_job, outcome, gpus, status, submit, ~held, lead
     )
-    impatient = rng.random(num_jobs) < canc["impatient_share"]
-    pat = np.exp(
-        np.log(canc["patience_median_minutes"] * 60)
-        + canc["patience_sigma"] * rng.standard_normal(num_jobs)
-    )
-    patience = np.where(impatient, np.maximum(pat, 60).astype(np.int64), -1)
+    # The draws of the user-patience model of the retired built-in scheduler (issue 15), made
+    # and dropped so that a seed still gives the same history.
+    rng.random(num_jobs)
+    rng.standard_normal(num_jobs)
     hold = np.exp(np.log(canc["withdraw_median_minutes"] * 60) + rng.standard_normal(num_jobs))
     withdraw = np.where(held, np.maximum(hold, 5).astype(np.int64), -1)
     status = np.where(held, KILLED, status).astype(np.int8)
@@ -198,7 +201,7 @@ def _jobs(
     fw = cal.section("frameworks")["shares"]
     fw_p = np.array([fw[f] for f in FRAMEWORKS], dtype=float)
     framework = rng.choice(len(FRAMEWORKS), size=num_jobs, p=fw_p / fw_p.sum()).astype(np.int8)
-    return Workload(
+    return JobPlan(
         submit=submit.astype(np.int64),
         vc=vc,
         user=user,
@@ -206,7 +209,6 @@ def _jobs(
         status=status,
         first_attempt=first_att,
         num_attempts=n_att,
-        patience=patience,
         startup=startup,
         withdraw=withdraw,
         framework=framework,
@@ -223,8 +225,8 @@ def _jobs(
 
 
 def _carry_over(
-    cal: Calibration, full: Workload, lead: int, num_jobs: int, rng: np.random.Generator
-) -> Workload:
+    cal: Calibration, full: JobPlan, lead: int, num_jobs: int, rng: np.random.Generator
+) -> JobPlan:
     """The window's workload from one sampled over lead-in + window: lead-in jobs still running
     at the window's start (attempts back to back from their submission, as on a cluster that
     keeps up) are carried over with submit 0 and only their remaining run (the rest of the
@@ -261,7 +263,7 @@ def _carry_over(
     n_att = np.bincount(att_job, minlength=len(jobs)).astype(np.int32)
     first = np.concatenate([[0], np.cumsum(n_att)[:-1]]).astype(np.int64)
     is_carried = np.arange(len(jobs)) < len(carried)
-    return Workload(
+    return JobPlan(
         submit=np.where(is_carried, 0, sub[jobs] - lead).astype(np.int64),
         vc=full.vc[jobs],
         user=full.user[jobs],
@@ -269,7 +271,6 @@ def _carry_over(
         status=full.status[jobs],
         first_attempt=first,
         num_attempts=n_att,
-        patience=np.where(is_carried, -1, full.patience[jobs]),
         startup=np.where(is_carried, 0, full.startup[jobs]),
         withdraw=full.withdraw[jobs],
         framework=full.framework[jobs],

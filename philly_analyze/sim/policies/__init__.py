@@ -11,10 +11,11 @@
 
 ``params`` arrives validated (``validate_params``): a plain dict with every declared parameter
 (defaults filled). Queue-based policies subclass ``EnginePolicy`` and only map params to an
-``EngineConfig``; a policy with its own simulator (MuxFlow's per-minute model) implements
-``simulate`` itself and returns a ``ReplayResult``. Policies from
-``philly_analyze.sim.sharing.policy`` (muxflow, dedicated, mps-naive) are loaded lazily: that
-module registers them with this ``register`` when imported.
+``EngineConfig``; preemptive ones ``PreemptivePolicy`` (a ``PreemptConfig``); the sharing
+policies (muxflow, dedicated, mps-naive, ``policies/sharing.py``) ``SharingPolicy``, each with
+its ``SharingMechanisms``. A policy with a simulator of its own implements ``simulate`` and
+returns a ``ReplayResult``. The bundled modules register their policies when the registry is
+first consulted (importing them is cheap: the simulators load when a policy runs).
 """
 
 from __future__ import annotations
@@ -37,10 +38,8 @@ BUILTIN_MODULES = (
     "philly_analyze.sim.policies.fifo",
     "philly_analyze.sim.policies.las",
     "philly_analyze.sim.policies.srtf",
+    "philly_analyze.sim.policies.sharing",
 )
-#: Policies that bring their own simulator, and the module that registers them.
-SHARING_MODULE = "philly_analyze.sim.sharing.policy"
-SHARING_POLICIES = ("muxflow", "dedicated", "mps-naive")
 
 
 #: Largest parameter value: far above any count of retries or minutes, and one the engines'
@@ -129,6 +128,7 @@ class Policy:
         params: dict[str, Any],
         seed: int,
     ) -> ReplayResult:
+        """Replay ``workload`` on ``cluster`` with validated ``params``."""
         raise NotImplementedError
 
 
@@ -146,26 +146,9 @@ def _load_builtins() -> None:
         importlib.import_module(mod)
 
 
-_SHARING_ERROR: list[str] = []
-
-
-def _load_sharing() -> bool:
-    """Import the MuxFlow policies if that module exists; False when it does not (or fails
-    to import: the reason is kept for the error message)."""
-    try:
-        if importlib.util.find_spec(SHARING_MODULE) is None:
-            return False
-        importlib.import_module(SHARING_MODULE)
-    except ImportError as e:
-        _SHARING_ERROR[:] = [f"{type(e).__name__}: {e}"]
-        return False
-    return True
-
-
 def policy_names() -> list[str]:
-    """Every registered policy (the sharing ones if their module is present)."""
+    """Every registered policy."""
     _load_builtins()
-    _load_sharing()
     return list(POLICIES)
 
 
@@ -173,16 +156,7 @@ def get_policy(name: str) -> Policy:
     """An instance of the policy ``name``; ``UserError`` naming the choices otherwise."""
     _load_builtins()
     if name not in POLICIES:
-        present = _load_sharing()
-        if name in SHARING_POLICIES and not present:
-            why = f" ({_SHARING_ERROR[0]})" if _SHARING_ERROR else ""
-            raise UserError(
-                f"policy {name!r} needs the GPU-sharing simulator ({SHARING_MODULE}), which "
-                f"this installation does not have{why}; the queue policies are: "
-                + ", ".join(POLICIES)
-            )
-    if name not in POLICIES:
-        raise UserError(f"unknown policy {name!r}; choose from {', '.join(policy_names())}")
+        raise UserError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
     return POLICIES[name]()
 
 

@@ -8,8 +8,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from philly_analyze.sim.cluster import Cluster, FreeState
-from philly_analyze.sim.engine import BaseEngine, EngineConfig, QueueEngine, gc_paused
+from philly_analyze.sim.cluster import Cluster
+from philly_analyze.sim.core import BaseEngine
+from philly_analyze.sim.engine import EngineConfig, QueueEngine
+from philly_analyze.sim.events import gc_paused
+from philly_analyze.sim.placement import FreeState
 from philly_analyze.sim.policies import Policy
 from philly_analyze.sim.preemptive import PreemptConfig, PreemptiveEngine
 from philly_analyze.sim.result import ReplayResult, build_result
@@ -46,6 +49,7 @@ class _EventPolicy(Policy):
         params: Mapping[str, Any],
         seed: int,
     ) -> EngineConfig | PreemptConfig:
+        """The engine's config for these params (subclasses)."""
         raise NotImplementedError
 
     def make_engine(
@@ -56,6 +60,7 @@ class _EventPolicy(Policy):
         params: Mapping[str, Any],
         seed: int = 0,
     ) -> BaseEngine:
+        """The engine for one run: config, free GPUs of ``cluster``, slowdown model."""
         cfg = self.build_config(wl, cluster, quotas, params, seed)
         cfg.max_retries = params["max_retries"]
         cfg.retry_delay_us = round(params["retry_delay_s"] * US)
@@ -70,6 +75,7 @@ class _EventPolicy(Policy):
         params: dict[str, Any],
         seed: int,
     ) -> ReplayResult:
+        """Run the engine over the workload and build the ``ReplayResult``."""
         qv = quota_vector(workload, quotas) if self.uses_quotas else None
         t0 = time.perf_counter()
         with gc_paused():
@@ -103,6 +109,7 @@ class EnginePolicy(_EventPolicy):
     engine_class = QueueEngine
 
     def engine_config(self, params: Mapping[str, Any], quotas: list[int] | None) -> EngineConfig:
+        """The queue engine's config for these params and quotas (subclasses)."""
         raise NotImplementedError
 
     def tune(
@@ -123,6 +130,7 @@ class EnginePolicy(_EventPolicy):
         params: Mapping[str, Any],
         seed: int,
     ) -> EngineConfig:
+        """``engine_config``, then ``tune``."""
         cfg = self.engine_config(params, quotas)
         self.tune(cfg, wl, cluster, params, seed)
         return cfg
@@ -135,6 +143,7 @@ class PreemptivePolicy(_EventPolicy):
     engine_class = PreemptiveEngine
 
     def config(self, params: Mapping[str, Any]) -> PreemptConfig:
+        """The preemptive engine's config (its ranking key) for these params (subclasses)."""
         raise NotImplementedError
 
     def build_config(
@@ -145,4 +154,5 @@ class PreemptivePolicy(_EventPolicy):
         params: Mapping[str, Any],
         seed: int,
     ) -> PreemptConfig:
+        """``config`` (preemptive policies take no quotas)."""
         return self.config(params)

@@ -30,6 +30,7 @@ class Fifo(EnginePolicy):
     )
 
     def engine_config(self, params: Mapping[str, Any], quotas: list[int] | None) -> EngineConfig:
+        """One queue, head-of-line blocking unless ``backfill``."""
         return EngineConfig(
             quotas=None,
             hol_blocking=not params["backfill"],

@@ -38,6 +38,7 @@ class Las(PreemptivePolicy):
     )
 
     def config(self, params: Mapping[str, Any]) -> PreemptConfig:
+        """Ranked by LAS queue; the thresholds parsed from GPU-hours."""
         raw = params["thresholds_gpu_h"]
         try:
             th = [float(x) for x in raw.split(",") if x.strip()]

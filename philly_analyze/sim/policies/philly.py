@@ -17,7 +17,7 @@ delay distribution (Figure 3). The draw uses the replay's seed, so a run is repr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -62,7 +62,7 @@ def job_locality_waits(
 class Philly(EnginePolicy):
     name = "philly"
     description = "Philly: VC quotas + borrowing, gang, locality-first relaxed after a wait"
-    params = (
+    params: ClassVar[tuple[Param, ...]] = (
         Param(
             "locality_wait_min",
             float,
@@ -85,6 +85,7 @@ class Philly(EnginePolicy):
     )
 
     def engine_config(self, params: Mapping[str, Any], quotas: list[int] | None) -> EngineConfig:
+        """VC quotas, borrowing, the median locality wait."""
         return EngineConfig(
             quotas=quotas,
             borrow=params["borrow"],
@@ -99,6 +100,7 @@ class Philly(EnginePolicy):
         params: Mapping[str, Any],
         seed: int,
     ) -> None:
+        """The borrowing cap (``borrow_limit``) and the per-job locality waits."""
         lim = params["borrow_limit"]
         if cfg.quotas is not None and lim < 1.0:
             extra = int(lim * cluster.total_gpus)

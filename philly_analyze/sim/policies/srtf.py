@@ -23,4 +23,5 @@ class Srtf(PreemptivePolicy):
     params = COMMON_PARAMS
 
     def config(self, params: Mapping[str, Any]) -> PreemptConfig:
+        """Ranked by remaining intrinsic work."""
         return PreemptConfig(key=_key)

@@ -179,6 +179,31 @@ MECHANISMS: dict[str, tuple[str, Any]] = {
 
 
 @dataclass(frozen=True)
+class SharingMechanisms:
+    """What a sharing policy does, beside the model's parameters: each registered sharing
+    policy (``sim.policies.sharing``) carries one, as the queue policies carry their engine
+    config."""
+
+    #: Offline work runs on the online GPUs (else only on training GPUs: no sharing).
+    shares: bool
+    #: Placement itself respects each GPU's memory limit and, without a launch limit, the
+    #: predicted SLO (MuxFlow's scheduler); otherwise only the matcher's weights guide it.
+    aware: bool
+    #: Model mechanisms (keys of ``MECHANISMS``) the policy never uses, whatever the model file
+    #: says.
+    switched_off: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = set(self.switched_off) - set(MECHANISMS)
+        if unknown:
+            raise ValueError(f"unknown mechanism(s) {sorted(unknown)}")
+
+    def configure(self, cfg: SharingConfig) -> SharingConfig:
+        """``cfg`` with this policy's switched-off mechanisms off."""
+        return cfg.without(*self.switched_off) if self.switched_off else cfg
+
+
+@dataclass(frozen=True)
 class SharingConfig:
     """All parameters of one simulation (see ``muxflow_model.toml``)."""
 

@@ -1,48 +1,81 @@
-"""The simulation state and its per-minute loop: state vectorised over online GPUs, a heap for
-jobs on ordinary GPUs, periodic matching rounds. Never a Python loop over GPUs.
+"""The sharing model's simulation state and its run on the one event loop (``sim.events``):
+state vectorised over online GPUs, the training (ordinary) GPUs placed by the one placement
+state (``sim.placement.FreeState``), periodic matching rounds. Never a Python loop over GPUs.
 
-Each step (``step_minutes``, default 1) does, in order: arrivals; completions on ordinary GPUs
-(heap, exact times); ordinary placements (first fit in queue order); the online load; the
-shared GPUs' physics (``model.py``); progress and completions of shared jobs (exact time within
-the step); protection (``shared.protect``); dynamic SM changes every ``sm.check_minutes``;
-matching every ``matching.period_minutes``; metrics."""
+Events: arrivals (the loop's stream of submit-sorted jobs), completions on training GPUs (at
+exact times, between minutes: those GPUs need no per-minute state) and the step at the end of
+each ``step_minutes`` (default 1), which applies the minute ``[t, t + step)``
+(``minute.step``): the online load, the shared GPUs' physics (``model.py``), progress and
+completions of shared jobs (exact time within the step), protection (``shared.protect``),
+dynamic SM changes every ``sm.check_minutes``, matching every ``matching.period_minutes``, and
+metrics. At one time the step comes first (it closes the minute that ends then), then
+completions, then arrivals, each followed by a placement on free training GPUs (first fit in
+queue order). Without training GPUs nothing can start at an arrival, so arrivals are not
+events then: the step takes them in a batch.
+"""
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
-from philly_analyze.sim.sharing import shared
-from philly_analyze.sim.sharing.config import SharingConfig
+from philly_analyze.progress import NullTracker, Tracker, current
+from philly_analyze.sim.cluster import Cluster
+from philly_analyze.sim.events import EventLoop
+from philly_analyze.sim.placement import FreeState, Placement
+from philly_analyze.sim.sharing import minute
+from philly_analyze.sim.sharing.config import SharingConfig, SharingMechanisms
 from philly_analyze.sim.sharing.interference import load_interference
 from philly_analyze.sim.sharing.matching import MatchStats
-from philly_analyze.sim.sharing.model import (
-    build_pair_tables,
-    compose_util,
-    slowdown_target,
-    sm_speed,
-)
+from philly_analyze.sim.sharing.model import build_pair_tables, slowdown_target
 from philly_analyze.sim.sharing.results import EVICTION_REASONS, Accumulator
 from philly_analyze.sim.sharing.workload import (
     DONE,
     ORDINARY,
     PENDING,
-    SHARED,
     OfflineJobs,
     OnlineFleet,
 )
+
+#: Event kinds (at one time: the step that ends then, then completions on training GPUs).
+STEP, COMPLETE = 0, 1
+
+
+def training_cluster(cfg: SharingConfig, cluster: Cluster | None) -> Cluster | None:
+    """The training (ordinary) GPUs' servers: ``cluster`` (a replay's machines), or, for a
+    model run without one, ``ordinary_gpus`` GPUs in servers of ``gpus_per_machine``."""
+    n = cfg.cluster.ordinary_gpus
+    if cluster is not None:
+        if cluster.total_gpus != n:
+            raise ValueError(f"cluster has {cluster.total_gpus} GPUs, ordinary_gpus is {n}")
+        return cluster
+    if n <= 0:
+        return None
+    per = cfg.cluster.gpus_per_machine
+    shape = {per: n // per} if n >= per else {}
+    if n % per:
+        shape[n % per] = 1
+    return Cluster.from_counts(shape)
 
 
 class SharingSim:
     """State of one run. Arrays ``g*`` are per online GPU, ``j*`` per offline job."""
 
     def __init__(
-        self, jobs: OfflineJobs, cfg: SharingConfig, policy: str, seed: int, minutes: int
+        self,
+        jobs: OfflineJobs,
+        cfg: SharingConfig,
+        mechanisms: SharingMechanisms,
+        seed: int,
+        minutes: int,
+        *,
+        label: str = "",
+        cluster: Cluster | None = None,
     ) -> None:
-        self.cfg, self.policy, self.minutes = cfg, policy, minutes
-        self.share_gpus = policy != "dedicated"
-        self.aware = policy == "muxflow"  # scheduler checks memory / predicted SLO at placement
+        """``label``: the policy's name in the results; ``cluster``: the training GPUs'
+        servers (``training_cluster``)."""
+        self.cfg, self.policy, self.minutes = cfg, label, minutes
+        self.share_gpus = mechanisms.shares
+        self.aware = mechanisms.aware
         self.rng = np.random.default_rng(seed)
         inter = load_interference(cfg.cluster.gpu_type)
         self.tables = build_pair_tables(
@@ -56,8 +89,33 @@ class SharingSim:
         self.G, self.n_ord = G, n_ord
         self.fleet = OnlineFleet(cfg, G, self.rng)
         self.jobs = jobs
-        J = jobs.n
-        # Online GPUs.
+        self._online_state(cfg, G)
+        self._job_state(jobs)
+        self.n_done = 0
+        #: Jobs some GPU pool can hold (a bigger gang never starts).
+        shareable = jobs.gpus <= min(cfg.offline.max_gang, G) if self.share_gpus else False
+        if self.aware and G:  # muxflow places a job only under some GPU's memory limit
+            shareable = shareable & (jobs.mem <= self.g_limit.max())
+        self.runnable = (jobs.gpus <= n_ord) | shareable
+        self.loop: EventLoop[float] = EventLoop(jobs.submit.tolist(), wake_on_arrivals=n_ord > 0)
+        training = training_cluster(cfg, cluster)
+        self.fs = FreeState(training if training is not None else Cluster.build([], []))
+        #: Global id of GPU 0 of each training server (online GPUs are 0..G-1).
+        self.ord_base = (G + np.cumsum(self.fs.size) - self.fs.size).tolist()
+        #: (job, attempt, start, end, outcome or None if unknown, kind, global GPU ids)
+        self.attempts: list[tuple[int, int, float, float, str | None, str, tuple[int, ...]]] = []
+        self.acc = Accumulator(G, n_ord)
+        self.match_stats = MatchStats()
+        self.ordinary_dirty = True
+        self._q_peak_t = -1.0
+        self._q_peak = np.zeros(G)
+        #: The online load of the current step (``minute.step``).
+        self.q = np.zeros(G)
+        self.tracker: Tracker = NullTracker()
+        self.t_stop = 0.0
+
+    def _online_state(self, cfg: SharingConfig, G: int) -> None:
+        """Per online GPU: its offline job, launch duty, SM share, pauses and limits."""
         self.g_job = np.full(G, -1, np.int64)
         self.g_duty = np.ones(G)
         self.g_share = np.full(G, cfg.sm.fixed_share)
@@ -68,12 +126,24 @@ class SharingSim:
         self.g_limit = 1.0 - self.fleet.mem_peak - cfg.memory.margin  # xCUDA memory limit
         self.g_slo = self.fleet.slo
         self.g_target = slowdown_target(cfg, self.fleet.slo)
-        # Jobs. A job runs its observed attempts in turn (``OfflineJobs.seg_*``): ``j_seg`` is
-        # the current one, ``j_work`` its solo minutes, ``j_done`` the progress in it and
-        # ``j_base`` the work of the attempts already run.
+
+    def _job_state(self, jobs: OfflineJobs) -> None:
+        """Per offline job: state, progress, attempts, evictions. A job runs its observed
+        attempts in turn (``OfflineJobs.seg_*``): ``j_seg`` is the current one, ``j_work`` its
+        solo minutes, ``j_done`` the progress in it and ``j_base`` the work of the attempts
+        already run."""
+        J = jobs.n
+        # OfflineJobs.__post_init__ fills the attempts of jobs given without them.
+        assert jobs.seg_ptr is not None and jobs.seg_work is not None
+        assert jobs.seg_outcome is not None
+        self.seg_ptr, self.seg_work, self.seg_outcome = (
+            jobs.seg_ptr,
+            jobs.seg_work,
+            jobs.seg_outcome,
+        )
         self.j_state = np.zeros(J, np.int8)
-        self.j_seg = jobs.seg_ptr[:-1].copy()
-        self.j_work = jobs.seg_work[self.j_seg] if J else np.zeros(0)
+        self.j_seg = self.seg_ptr[:-1].copy()
+        self.j_work = self.seg_work[self.j_seg] if J else np.zeros(0)
         self.j_base = np.zeros(J)
         self.j_done = np.zeros(J)
         self.j_since_ckpt = np.zeros(J)
@@ -84,96 +154,130 @@ class SharingSim:
         self.j_lost = np.zeros(J)
         self.j_att_start = np.full(J, np.nan)
         self.j_att_idx = np.zeros(J, np.int64)
-        self.j_ord_gpus: dict[int, list[int]] = {}
+        #: Placement of each job running on training GPUs.
+        self.j_ord_pl: dict[int, Placement] = {}
         self.j_gpu = np.full(J, -1, np.int64)  # the online GPU of a running 1-GPU shared job
         self.pending = np.zeros(J, bool)
-        self.next_arrival = 0
         self.head = 0  # no pending job has a smaller index
-        self.n_done = 0
-        #: Jobs some GPU pool can hold (a bigger gang never starts).
-        shareable = jobs.gpus <= min(cfg.offline.max_gang, G) if self.share_gpus else False
-        if self.aware and G:  # muxflow places a job only under some GPU's memory limit
-            shareable = shareable & (jobs.mem <= self.g_limit.max())
-        self.runnable = (jobs.gpus <= n_ord) | shareable
-        self.heap: list[tuple[float, int]] = []
-        self.free_ordinary = list(range(G + n_ord - 1, G - 1, -1))  # a stack of global ids
-        self.attempts: list[tuple[int, int, float, float, str, str, tuple[int, ...]]] = []
-        self.acc = Accumulator(G, n_ord)
-        self.match_stats = MatchStats()
-        self.ordinary_dirty = True
-        self._q_peak_t = -1.0
-        self._q_peak = np.zeros(G)
+        self.joined = 0  # jobs below this index have joined the queue
+
+    # ---------------------------------------------------------------- the run
+    def run(self, horizon: float, dt: float, stop_when_done_after: float | None) -> float:
+        """Steps of ``dt`` minutes until ``horizon``, or, with ``stop_when_done_after``, until
+        every runnable job is done once past that minute. Returns the minute it stopped at.
+        Progress (``progress.current``): jobs done of those that can run."""
+        self._dt, self._horizon, self._after = dt, horizon, stop_when_done_after
+        self._runnable, self._steps, self.t_stop = int(self.runnable.sum()), 0, 0.0
+        self.tracker = current()
+        self.tracker.update(completed=0, total=self._runnable)
+        if horizon > 0:
+            # The step [t, t + dt) is applied at its end, after the events inside it.
+            self.loop.schedule(dt, STEP, 0.0)
+            self.loop.run(self._at)
+        self.tracker.update(completed=self.n_done)
+        return self.t_stop
+
+    def _at(self, now: float, arrived: range) -> None:
+        """Everything due at ``now`` (module docstring for the order). ``arrived``: jobs due
+        now, joined to the queue after the step and the completions."""
+        events = self.loop.pop(now)
+        if events and events[0][1] == STEP:
+            if not self._step(events[0][3]):
+                return
+            # A completion the step scheduled at this very time joins the others, in job
+            # order, as if it had been due before the step.
+            late = self.loop.pop(now)
+            events = sorted(events[1:] + late) if late else events[1:]
+        for ev in events:
+            self.complete_ordinary(ev[2], now)
+        if events:
+            self.place_ordinary(now)
+        if arrived and self.arrivals(now):
+            self.place_ordinary(now)
+
+    def _step(self, t: float) -> bool:
+        """The minute ``[t, t + dt)``; False (and the loop stopped) when the run ends."""
+        dt = self._dt
+        if self.n_ord == 0:
+            self.arrivals(t)
+        minute.step(self, t, dt)
+        t += dt
+        self._steps += 1
+        if not self._steps & 255:  # progress: jobs done, every 256 steps
+            self.tracker.update(completed=self.n_done)
+        after = self._after
+        if t >= self._horizon or (
+            after is not None and t > after and self.n_done >= self._runnable
+        ):
+            self.t_stop = t
+            self.loop.stop()
+            return False
+        self.loop.schedule(t + dt, STEP, t)
+        return True
 
     # ---------------------------------------------------------------- queue and ordinary GPUs
-    def arrivals(self, t: float) -> None:
+    def arrivals(self, t: float) -> bool:
         """Jobs submitted at or before minute ``t`` join the queue (so no start precedes its
-        submission; a job submitted mid-step waits for the next placement, at most a step)."""
-        hi = int(np.searchsorted(self.jobs.submit, t, side="right"))
-        if hi > self.next_arrival:
-            sl = slice(self.next_arrival, hi)
-            self.pending[sl] = True
-            self.j_state[sl] = PENDING
-            self.next_arrival = hi
-            self.ordinary_dirty = True
+        submission; without training GPUs a job submitted mid-step waits for the next
+        placement, at most a step). Whether any joined. The loop may have taken them from
+        its stream already (those due at the current time): they join now."""
+        self.loop.take_arrivals(t)
+        hi = self.loop.next_arrival
+        if hi <= self.joined:
+            return False
+        sl = slice(self.joined, hi)
+        self.pending[sl] = True
+        self.j_state[sl] = PENDING
+        self.joined = hi
+        self.ordinary_dirty = True
+        return True
 
     def queue(self, limit: int, max_gpus: int | None = None) -> np.ndarray:
         """Up to ``limit`` pending jobs in queue (submit) order. Only the window from the
         oldest pending job to the newest arrival is scanned."""
-        while self.head < self.next_arrival and not self.pending[self.head]:
+        joined = self.joined
+        while self.head < joined and not self.pending[self.head]:
             self.head += 1
-        idx = self.head + np.flatnonzero(self.pending[self.head : self.next_arrival])
+        idx = self.head + np.flatnonzero(self.pending[self.head : joined])
         if max_gpus is not None:
             idx = idx[self.jobs.gpus[idx] <= max_gpus]
         return idx[:limit]
 
-    def ordinary_events(self, t: float, t_end: float) -> None:
-        """Arrivals and completions on ordinary GPUs inside ``[t, t_end)``, in time order, each
-        followed by a placement attempt at its exact time (ordinary GPUs need no per-minute
-        state, so their jobs start and end between minutes)."""
-        if self.n_ord == 0:
-            self.arrivals(t)
-            return
-        submit, n = self.jobs.submit, self.jobs.n
-        while True:
-            t_arr = submit[self.next_arrival] if self.next_arrival < n else np.inf
-            t_done = self.heap[0][0] if self.heap else np.inf
-            now = min(t_arr, t_done)
-            if now >= t_end:
-                break
-            now = max(now, t)
-            if t_done <= t_arr:
-                self.complete_ordinary(now)
-            else:
-                self.arrivals(now)
-            self.place_ordinary(now)
+    def ord_ids(self, pl: Placement) -> tuple[int, ...]:
+        """Global GPU ids of a placement on training GPUs."""
+        base = self.ord_base
+        return tuple(base[m] + g for m, gs in pl for g in gs)
 
-    def complete_ordinary(self, t_end: float) -> None:
-        while self.heap and self.heap[0][0] <= t_end:
-            end, j = heapq.heappop(self.heap)
-            gpus = self.j_ord_gpus.pop(j)
-            self.free_ordinary.extend(gpus)
-            self.j_done[j] = self.j_work[j]
-            self.attempt_done(j, end, "ordinary", tuple(gpus))
-            self.ordinary_dirty = True
+    def complete_ordinary(self, j: int, t: float) -> None:
+        """Job ``j``'s attempt on training GPUs did its work at ``t``: free them."""
+        pl = self.j_ord_pl.pop(j)
+        self.fs.release(pl)
+        self.j_done[j] = self.j_work[j]
+        self.attempt_done(j, t, "ordinary", self.ord_ids(pl))
+        self.ordinary_dirty = True
 
     def place_ordinary(self, t: float) -> None:
-        """First fit in queue order on the free ordinary GPUs (a job never shares when a
-        dedicated GPU is free)."""
-        if not self.ordinary_dirty or not self.free_ordinary:
+        """First fit in queue order on the free training GPUs (a job never shares when a
+        dedicated GPU is free), placed locality-first (``FreeState``: fewest servers, else
+        any free GPUs; the model has no locality slowdown, so only which GPUs changes)."""
+        fs = self.fs
+        if not self.ordinary_dirty or not fs.free_total:
             return
         self.ordinary_dirty = False
         for j in self.queue(256).tolist():
             k = int(self.jobs.gpus[j])
-            if k > len(self.free_ordinary):
+            if k > fs.free_total:
                 continue
-            gpus = [self.free_ordinary.pop() for _ in range(k)]
-            self.j_ord_gpus[j] = gpus
+            pl = fs.place(k, relaxed=True)
+            assert pl is not None, "free_total counted the GPUs"
+            self.j_ord_pl[j] = pl
             self.start(j, t, ORDINARY)
-            heapq.heappush(self.heap, (t + self.j_work[j] - self.j_done[j], j))
-            if not self.free_ordinary:
+            self.loop.schedule_keyed(t + self.j_work[j] - self.j_done[j], COMPLETE, j)
+            if not fs.free_total:
                 break
 
     def start(self, j: int, t: float, state: int) -> None:
+        """Job ``j`` starts an attempt at ``t`` on training (``ORDINARY``) or shared GPUs."""
         self.pending[j] = False
         self.j_state[j] = state
         self.j_att_start[j] = t
@@ -187,8 +291,8 @@ class SharingSim:
         its observed outcome. The last one ends the job; an earlier one (it failed and was
         retried) sends the job back to the queue for the next."""
         seg = int(self.j_seg[j])
-        outcome = self.jobs.seg_outcome[seg]
-        if seg == self.jobs.seg_ptr[j + 1] - 1:
+        outcome = self.seg_outcome[seg]
+        if seg == self.seg_ptr[j + 1] - 1:
             self.finish(j, t, outcome, kind, gpus)
             return
         self.attempts.append(
@@ -197,7 +301,7 @@ class SharingSim:
         self.j_att_idx[j] += 1
         self.j_base[j] += self.j_work[j]
         self.j_seg[j] = seg + 1
-        self.j_work[j] = self.jobs.seg_work[seg + 1]
+        self.j_work[j] = self.seg_work[seg + 1]
         self.j_done[j] = 0.0
         self.j_since_ckpt[j] = 0.0
         self._requeue(j)
@@ -233,13 +337,13 @@ class SharingSim:
     def evict(self, gpus: np.ndarray, reason: str, t: float) -> None:
         """Evict the offline jobs on ``gpus`` (whole gangs) and requeue them."""
         jobs = self.g_job[gpus]
-        jobs = _unique_jobs(jobs[jobs >= 0], self.jobs.gpus)
+        jobs = minute.unique_jobs(jobs[jobs >= 0], self.jobs.gpus)
         if len(jobs) == 0:
             return
         self.acc.evictions[reason] += len(jobs)
         held, owner = self._release(jobs)
         self.g_streak[held] = 0
-        for j, g in _groups(held, owner):
+        for j, g in minute.owner_groups(held, owner):
             self.finish(j, t, reason, "shared", g)
 
     def _release(self, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -261,190 +365,8 @@ class SharingSim:
             self._q_peak_t = t
         return self._q_peak
 
-    def step(self, t: float, dt: float) -> None:
-        """One step ``[t, t + dt)``: see the module docstring for the order."""
-        cfg, fl, acc = self.cfg, self.fleet, self.acc
-        t_end = t + dt
-        self.ordinary_events(t, t_end)
-        self.q = q = fl.step(t)
-        up = self.g_down <= t
-        u_on = np.where(up, fl.util(q), 0.0)
-        need = fl.sm_need(q)
-        m_on = np.where(up, fl.memory(q), 0.0)
-        ln_sigma = np.zeros(self.G)
-        u_off = np.zeros(self.G)
-        sm_off = np.zeros(self.G)
-        m_off = np.zeros(self.G)
-
-        occ = np.flatnonzero(self.g_job >= 0)
-        if len(occ):
-            j = self.g_job[occ]
-            jt, svc = self.jobs.jtype[j], fl.svc[occ]
-            active = (self.g_paused[occ] <= t) & up[occ]
-            lam = fl.lam(q[occ])
-            share, duty = self.g_share[occ], self.g_duty[occ]
-            r_int = np.exp(-self.tables.y_off_true[jt, svc] * lam)
-            f = sm_speed(share, self.jobs.sm[j], cfg.sm.speed_exponent)
-            rate = np.where(active, duty * r_int * f, 0.0)
-            y_on = self.tables.y_on_true[svc, jt] * lam * duty
-            y_on *= np.power(share, cfg.sm.pressure_exponent)
-            noise = self.rng.normal(0.0, cfg.online.slowdown_noise, len(occ))
-            ln_s = np.where(active, y_on + noise, 0.0)
-            ln_sigma[occ] = ln_s
-            busy = np.where(active, duty * (1.0 - (1.0 - self.jobs.util[j]) * r_int * f), 0.0)
-            u_off[occ] = busy
-            sm_off[occ] = busy * np.minimum(self.jobs.sm[j], share)
-            spike = self.rng.random(len(occ)) < cfg.offline.mem_spike_prob
-            m_now = self.jobs.mem[j] * np.where(spike, cfg.offline.mem_spike_factor, 1.0)
-            m_off[occ] = m_now
-            self.progress(occ, j, rate, t, dt)
-            acc.add_slowdowns(ln_s[active])
-            acc.add("active_gpu_minutes", float(active.sum()) * dt)
-            acc.add("duty_sum", float(duty[active].sum()) * dt)
-            acc.add("speed_sum", float(rate[active].sum()) * dt)
-        sigma = np.exp(ln_sigma)
-        u_on_eff = np.minimum(1.0, u_on * sigma)
-        util = compose_util(u_on_eff, u_off)
-        smact = np.minimum(1.0, u_on_eff * need + sm_off)
-        mem = m_on + m_off
-        violate = up & (sigma > self.g_slo)
-        if len(occ):
-            shared.protect(self, occ, sigma, smact, mem, m_off, up, t_end)
-        if self.share_gpus and cfg.sm.dynamic and _every(t, dt, cfg.sm.check_minutes):
-            shared.adjust_sm(self, t_end)
-        if self.share_gpus and _every(t, dt, cfg.matching.period_minutes):
-            self.arrivals(t_end)
-            self.place_ordinary(t_end)  # a dedicated GPU, when one is free, beats sharing
-            shared.match(self, t_end)
-        self.record(t, dt, util, smact, mem, sigma, violate, up, occ)
-
-    def progress(
-        self, occ: np.ndarray, j: np.ndarray, rate: np.ndarray, t: float, dt: float
-    ) -> None:
-        """Advance shared jobs at the slowest worker's rate; finish those done in this step."""
-        jobs, r = _job_min(j, rate, self.jobs.gpus)
-        remaining = self.j_work[jobs] - self.j_done[jobs]
-        finished = r * dt >= remaining
-        gain = np.minimum(r * dt, remaining)
-        self.j_done[jobs] += gain
-        self.j_since_ckpt[jobs] += gain
-        self.j_run[jobs] += dt
-        ck = self.cfg.offline.checkpoint_minutes
-        saved = np.floor(self.j_run[jobs] / ck) > np.floor((self.j_run[jobs] - dt) / ck)
-        self.j_since_ckpt[jobs[saved & ~finished]] = 0.0
-        if finished.any():
-            fj = jobs[finished]
-            ends = t + remaining[finished] / np.maximum(r[finished], 1e-12)
-            held, owner = self._release(fj)
-            end_of = dict(zip(fj.tolist(), ends.tolist(), strict=True))
-            for jj, g in _groups(held, owner):
-                self.attempt_done(jj, end_of[jj], "shared", g)
-
     def outage(self, gpus: np.ndarray, minutes: float, t: float) -> None:
         """The online services on ``gpus`` are down for ``minutes`` from ``t``."""
         if len(gpus):
             self.g_down[gpus] = np.maximum(self.g_down[gpus], t + minutes)
             self.acc.outage_events += len(gpus)
-
-    def record(
-        self,
-        t: float,
-        dt: float,
-        util: np.ndarray,
-        smact: np.ndarray,
-        mem: np.ndarray,
-        sigma: np.ndarray,
-        violate: np.ndarray,
-        up: np.ndarray,
-        occ: np.ndarray,
-    ) -> None:
-        """Add this step's cluster sums to the accumulator and a row to the time series."""
-        acc, G, n_ord = self.acc, self.G, self.n_ord
-        n_ord_busy = n_ord - len(self.free_ordinary)
-        ou = os_ = om = 0.0
-        if n_ord_busy:
-            busy = np.fromiter(self.j_ord_gpus.keys(), np.int64, len(self.j_ord_gpus))
-            k = self.jobs.gpus[busy]
-            ou = float((self.jobs.util[busy] * k).sum())
-            os_ = float((self.jobs.util[busy] * self.jobs.sm[busy] * k).sum())
-            om = float((self.jobs.mem[busy] * k).sum())
-        su, ss, sm_ = float(util.sum()), float(smact.sum()), float(mem.sum())
-        n_shared = int((self.g_job >= 0).sum())
-        for key, v in (
-            ("util_online", su),
-            ("sm_online", ss),
-            ("mem_online", sm_),
-            ("util_ordinary", ou),
-            ("sm_ordinary", os_),
-            ("mem_ordinary", om),
-            ("violation_gpu_minutes", float(violate.sum())),
-            ("outage_gpu_minutes", float((~up).sum())),
-            ("up_gpu_minutes", float(up.sum())),
-            ("shared_gpu_minutes", float(n_shared)),
-        ):
-            acc.add(key, v * dt)
-        acc.steps += 1
-        acc.minutes += dt
-        total = max(G + n_ord, 1)
-        shared_sigma = sigma[occ].mean() if len(occ) else 1.0
-        acc.rows.append(
-            (
-                t,
-                su / max(G, 1),
-                ss / max(G, 1),
-                sm_ / max(G, 1),
-                (su + ou) / total,
-                (ss + os_) / total,
-                (sm_ + om) / total,
-                n_shared,
-                float(shared_sigma),
-                int(violate.sum()),
-                int((~up).sum()),
-                int(((self.j_state == SHARED) | (self.j_state == ORDINARY)).sum()),
-                int(self.pending.sum()),
-            )
-        )
-
-
-def _unique_jobs(j: np.ndarray, job_gpus: np.ndarray) -> np.ndarray:
-    """Distinct job ids of per-GPU owners: 1-GPU jobs appear once, so only gangs are sorted."""
-    single = job_gpus[j] == 1
-    if single.all():
-        return j
-    return np.concatenate([j[single], np.unique(j[~single])])
-
-
-def _job_min(
-    j: np.ndarray, rate: np.ndarray, job_gpus: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct jobs, slowest rate over each job's GPUs) from per-GPU owners and rates."""
-    single = job_gpus[j] == 1
-    if single.all():
-        return j, rate
-    jm, rm = j[~single], rate[~single]
-    order = np.argsort(jm, kind="stable")
-    jm, rm = jm[order], rm[order]
-    starts = np.flatnonzero(np.r_[True, jm[1:] != jm[:-1]])
-    return (
-        np.concatenate([j[single], jm[starts]]),
-        np.concatenate([rate[single], np.minimum.reduceat(rm, starts)]),
-    )
-
-
-def _groups(held: np.ndarray, owner: np.ndarray) -> list[tuple[int, tuple[int, ...]]]:
-    """(job, its GPUs) for each distinct owner."""
-    if len(np.unique(owner)) == len(owner):
-        return [(o, (h,)) for h, o in zip(held.tolist(), owner.tolist(), strict=True)]
-    order = np.argsort(owner, kind="stable")
-    held, owner = held[order], owner[order]
-    bounds = np.flatnonzero(np.diff(owner)) + 1
-    return [
-        (int(o[0]), tuple(h.tolist()))
-        for h, o in zip(np.split(held, bounds), np.split(owner, bounds), strict=True)
-        if len(o)
-    ]
-
-
-def _every(t: float, dt: float, period: float) -> bool:
-    """True on the step that crosses a multiple of ``period`` minutes."""
-    return np.floor((t + dt) / period) > np.floor(t / period)

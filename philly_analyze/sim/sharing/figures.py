@@ -16,7 +16,14 @@ from philly_analyze.sim.sharing.results import SAVED_JSON, SharingOutput
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-COLORS = {"dedicated": "#7f7f7f", "muxflow": "#1f77b4", "mps-naive": "#d62728"}
+
+def color_of(label: str) -> str | None:
+    """The line colour of a result labelled by a sharing policy's name (its ``color``), else
+    None (matplotlib's cycle)."""
+    from philly_analyze.sim.policies import POLICIES, policy_names
+
+    policy_names()  # loads the registry
+    return getattr(POLICIES.get(label), "color", None)
 
 
 def _plt() -> Any:
@@ -47,7 +54,7 @@ def day_figure(
         for name, res in results.items():
             ts = res.timeseries
             hourly = ts.groupby((ts["minute"] // 60).astype(int))[col].mean()
-            ax.plot(hourly.index, 100 * hourly.to_numpy(), label=name, color=COLORS.get(name))
+            ax.plot(hourly.index, 100 * hourly.to_numpy(), label=name, color=color_of(name))
         if paper:
             for when, style in (("before", ":"), ("after", "--")):
                 v = paper.get(when, {}).get(pkey)
@@ -78,7 +85,7 @@ def slowdown_figure(results: Mapping[str, SharingOutput], slo: float = 1.2) -> F
     ax = fig.subplots()
     for name, res in shared.items():
         x, y = res.slowdown_cdf()
-        ax.plot(x, y, label=name, color=COLORS.get(name))
+        ax.plot(x, y, label=name, color=color_of(name))
     ax.axvline(slo, color="k", ls="--", lw=0.8, label=f"SLO {slo:g}x")
     # Fitted to the data (and the SLO line): the largest slowdown is often near 1.2x.
     right = max([float(r.slowdown_cdf()[0][-1]) for r in shared.values()] + [slo])
@@ -164,15 +171,27 @@ def plot_sweep(table: pd.DataFrame, param: str, path: Path, budget: float) -> Pa
     return path
 
 
+def plot_outputs(
+    outputs: Mapping[str, SharingOutput],
+    out_dir: Path,
+    stem: str = "muxflow",
+    paper: Mapping[str, Mapping[str, float]] | None = None,
+) -> list[Path]:
+    """The day figure and, when some GPU was shared, the slowdown figure of ``outputs``
+    (label -> run) as ``STEM_day.png`` and ``STEM_slowdown.png`` in ``out_dir``; ``paper``:
+    MuxFlow's before/after numbers drawn beside the day."""
+    if not outputs:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [plot_day(outputs, out_dir / f"{stem}_day.png", paper=paper)]
+    if any(o.slowdown_hist.sum() for o in outputs.values()):
+        paths.append(plot_slowdown(outputs, out_dir / f"{stem}_slowdown.png"))
+    return paths
+
+
 def plot_saved(dirs: Mapping[str, Path], out_dir: Path) -> list[Path]:
     """The day and slowdown figures from sharing outputs saved by ``SharingOutput.save`` (the
     replay writes one into each sharing policy's output store). ``dirs`` maps a label (e.g. the
     policy) to such a directory; those without ``sharing.json`` are skipped."""
     outputs = {k: SharingOutput.load(d) for k, d in dirs.items() if (d / SAVED_JSON).exists()}
-    if not outputs:
-        return []
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [plot_day(outputs, out_dir / "muxflow_day.png")]
-    if any(o.slowdown_hist.sum() for o in outputs.values()):
-        paths.append(plot_slowdown(outputs, out_dir / "muxflow_slowdown.png"))
-    return paths
+    return plot_outputs(outputs, out_dir)

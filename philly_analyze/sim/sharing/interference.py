@@ -22,15 +22,15 @@ Two models, both over the *log-slowdown* ``y = -ln r`` (0 = no interference):
   neural network whose inputs and accuracy are NOT FOUND; this log-linear model is our choice:
   four coefficients that transfer across datasets.)
 
-``python -m philly_analyze.sim.sharing.interference GAVEL_JSON`` regenerates
-``philly_analyze/data/muxflow_interference.json``.
+``calibrate(GAVEL_JSON)`` derives ``philly_analyze/data/muxflow_interference.json`` (a test
+checks the shipped file is exactly that; maintainers regenerate it with ``python -m
+bench.muxflow_predictor calibrate GAVEL_JSON OUT``: the package never writes its data folder).
 """
 
 from __future__ import annotations
 
 import ast
 import json
-import sys
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -273,7 +273,7 @@ def calibrate(gavel_json: Path) -> dict[str, object]:
             "stanford-futuredata/gavel (MIT): "
             f"scheduler/throughputs/{Path(gavel_json).name}, single-GPU colocated pairs"
         ),
-        "generated_by": "python -m philly_analyze.sim.sharing.interference",
+        "generated_by": "philly_analyze.sim.sharing.interference.calibrate (python -m bench.muxflow_predictor calibrate)",
         "model": "y = -ln(normalized throughput); latent y_jk = s_j p_k; predictor "
         "ln y_hat = mean_P(t0 + t1 ln y_jP + t2 ln y_Pk + t3 ln y_PP)",
         "gpus": {},
@@ -344,20 +344,3 @@ def load_interference(gpu: str = "v100") -> Interference:
         theta=np.array(g["theta"], float),
         heldout=dict(g["heldout_5fold"]),
     )
-
-
-def main(argv: list[str]) -> int:
-    """Regenerate the shipped calibration from a Gavel throughputs JSON file."""
-    if len(argv) != 1:
-        print(
-            "usage: python -m philly_analyze.sim.sharing.interference GAVEL_JSON", file=sys.stderr
-        )
-        return 2
-    out = Path(__file__).resolve().parents[2] / "data" / DATA_FILE
-    out.write_text(json.dumps(calibrate(Path(argv[0])), indent=1) + "\n")
-    print(f"wrote {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -49,6 +49,7 @@ class Accumulator:
     rows: list[tuple[float, ...]] = field(default_factory=list)
 
     def add(self, key: str, value: float) -> None:
+        """Add ``value`` to the running sum ``key``."""
         self.sums[key] = self.sums.get(key, 0.0) + float(value)
 
     def add_slowdowns(self, ln_sigma: np.ndarray) -> None:
@@ -57,6 +58,7 @@ class Accumulator:
         self.ln_hist += np.bincount(b, minlength=LN_BINS)
 
     def slowdown_quantile(self, q: float) -> float | None:
+        """The ``q`` quantile of the online slowdown over shared GPU-minutes (None if none)."""
         total = int(self.ln_hist.sum())
         if total == 0:
             return None
@@ -94,6 +96,15 @@ class SharingOutput:
     metrics: dict[str, Any]
     timeseries: pd.DataFrame
     slowdown_hist: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def paper_side(self) -> str | None:
+        """Which of MuxFlow's published numbers this run stands beside ("before", "after" or
+        None): its policy's ``paper_side`` (``sim.policies.sharing``)."""
+        from philly_analyze.sim.policies import POLICIES, policy_names
+
+        policy_names()  # loads the registry
+        return getattr(POLICIES.get(self.policy), "paper_side", None)
 
     def slowdown_cdf(self) -> tuple[np.ndarray, np.ndarray]:
         """(slowdown, fraction of shared online GPU-minutes at or below it)."""

@@ -1,16 +1,16 @@
-"""``simulate_sharing``: the library entry point of the MuxFlow model, its policies and the
-assembly of a ``SharingResult`` from the final simulation state."""
+"""``simulate_sharing``: the library entry point of the MuxFlow model (a sharing policy of
+``sim.policies.sharing`` on offline jobs) and the assembly of a ``SharingResult`` from the
+final simulation state."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from philly_analyze.errors import UserError
-from philly_analyze.progress import current
 from philly_analyze.sim.sharing.config import SharingConfig
 from philly_analyze.sim.sharing.engine import SharingSim
 from philly_analyze.sim.sharing.interference import load_interference
@@ -22,24 +22,12 @@ from philly_analyze.sim.sharing.results import (
 )
 from philly_analyze.sim.sharing.workload import ORDINARY, SHARED, prepare_offline
 
+if TYPE_CHECKING:
+    from philly_analyze.sim.cluster import Cluster
+
 #: Without a horizon, a run stops when all runnable jobs are done, or this long after the last
 #: submission.
 MAX_EXTRA_MINUTES = 30 * 1440.0
-
-POLICIES = ("muxflow", "dedicated", "mps-naive")
-
-
-def policy_config(cfg: SharingConfig, policy: str) -> SharingConfig:
-    """The configuration a policy runs with. ``muxflow`` uses ``cfg`` as given (so ablations
-    are ``cfg.without(...)``); ``mps-naive`` shares with every protection off, a fixed SM split,
-    random pairing and plain-MPS error propagation; ``dedicated`` does not share."""
-    if policy == "muxflow" or policy == "dedicated":
-        return cfg
-    if policy == "mps-naive":
-        return cfg.without(
-            "memory_limit", "launch_limit", "monitor", "dynamic_sm", "matching", "mixed_errors"
-        )
-    raise UserError(f"unknown sharing policy {policy!r}; known: {', '.join(POLICIES)}")
 
 
 def simulate_sharing(
@@ -48,53 +36,47 @@ def simulate_sharing(
     policy: str = "muxflow",
     seed: int = 0,
     minutes: int | None = None,
+    cluster: Cluster | None = None,
 ) -> SharingResult:
-    """Simulate online services and offline jobs sharing GPUs under ``policy``.
+    """Simulate online services and offline jobs sharing GPUs under the sharing ``policy``
+    (a registered name: its mechanism set is applied to ``config``).
 
     ``offline_jobs``: columns ``job_id``, ``submit`` (minutes) or ``submit_time``,
     ``num_gpus``, ``duration`` (solo seconds) or ``work_minutes``, optional ``vc``, ``user``.
     ``minutes``: horizon; None runs until every job that can run has finished (at most
     ``MAX_EXTRA_MINUTES`` past the last submission), so online-side averages then cover each
-    policy's own span: pass ``minutes`` to compare policies over the same span. Same seed, same
-    result."""
-    cfg = policy_config(config or SharingConfig.load(), policy)
+    policy's own span: pass ``minutes`` to compare policies over the same span. ``cluster``:
+    the training GPUs' servers (``ordinary_gpus`` of them; default: servers of
+    ``gpus_per_machine``). Same seed, same result."""
+    from philly_analyze.sim.policies.sharing import sharing_policy
+
+    mech = sharing_policy(policy).mechanisms
+    cfg = mech.configure(config or SharingConfig.load())
     rng = np.random.default_rng(seed)
     n_types = len(load_interference(cfg.cluster.gpu_type).types)
     jobs = prepare_offline(offline_jobs, cfg, n_types, rng)
     if cfg.cluster.online_gpus + cfg.cluster.ordinary_gpus <= 0:
         raise UserError("the cluster has no GPUs (online_gpus + ordinary_gpus = 0)")
     last = float(jobs.submit.max()) if jobs.n else 0.0
-    until_done = minutes is None
     horizon = last + MAX_EXTRA_MINUTES if minutes is None else float(minutes)
-    sim = SharingSim(jobs, cfg, policy, seed + 1, int(np.ceil(horizon)))
-    runnable = int(sim.runnable.sum())
-    dt = float(cfg.cluster.step_minutes)
+    sim = SharingSim(
+        jobs, cfg, mech, seed + 1, int(np.ceil(horizon)), label=policy, cluster=cluster
+    )
     t0 = time.perf_counter()
-    t = 0.0
-    # Progress: jobs done out of those that can run, every 256 steps.
-    tracker = current()
-    tracker.update(completed=0, total=runnable)
-    steps = 0
-    while t < horizon:
-        sim.step(t, dt)
-        t += dt
-        steps += 1
-        if not steps & 255:
-            tracker.update(completed=sim.n_done)
-        if until_done and t > last and sim.n_done >= runnable:
-            break
-    tracker.update(completed=sim.n_done)
+    t = sim.run(horizon, float(cfg.cluster.step_minutes), last if minutes is None else None)
     res = _result(sim, t)
     res.timing["seconds"] = time.perf_counter() - t0
     return res
 
 
 def _result(sim: SharingSim, horizon: float) -> SharingResult:
+    """The run's ``SharingResult``: jobs and attempts (those still running closed at the
+    horizon), metrics, the time series and the slowdown histogram."""
     jobs, acc, cfg = sim.jobs, sim.acc, sim.cfg
     # Close running attempts at the horizon.
     for j in np.flatnonzero((sim.j_state == SHARED) | (sim.j_state == ORDINARY)).tolist():
         gpus = (
-            tuple(sim.j_ord_gpus[j])
+            sim.ord_ids(sim.j_ord_pl[j])
             if sim.j_state[j] == ORDINARY
             else tuple(np.flatnonzero(sim.g_job == j).tolist())
         )
@@ -121,13 +103,34 @@ def _result(sim: SharingSim, horizon: float) -> SharingResult:
         sim.attempts,
         columns=["job", "attempt_idx", "start_min", "end_min", "outcome", "kind", "gpus"],
     ).astype({"job": np.int64, "attempt_idx": np.int64, "start_min": float, "end_min": float})
+    m = _metrics(sim, jt, horizon)
+    ts = pd.DataFrame(acc.rows, columns=list(TIMESERIES_COLUMNS))
+    return SharingResult(
+        policy=sim.policy,
+        metrics=round_metrics(m),
+        timeseries=ts,
+        jobs=jt,
+        attempts=att,
+        config=cfg,
+        origin=jobs.origin,
+        timing={
+            "solver_seconds": sim.match_stats.solver_seconds,
+            "largest_block": list(sim.match_stats.largest_block),
+        },
+        slowdown_hist=acc.ln_hist.copy(),
+    )
+
+
+def _metrics(sim: SharingSim, jt: pd.DataFrame, horizon: float) -> dict[str, Any]:
+    """The flat metrics of a finished run (``docs/muxflow.md`` lists each key)."""
+    jobs, acc, cfg = sim.jobs, sim.acc, sim.cfg
     G, n_ord, T = sim.G, sim.n_ord, max(acc.minutes, 1e-9)
     s = acc.sums
     per_online = max(G, 1) * T
     per_all = max(G + n_ord, 1) * T
     ms = sim.match_stats
     active = s.get("active_gpu_minutes", 0.0)
-    m: dict[str, Any] = {
+    return {
         "policy": sim.policy,
         "online_gpus": G,
         "ordinary_gpus": n_ord,
@@ -165,15 +168,3 @@ def _result(sim: SharingSim, horizon: float) -> SharingResult:
         "predictor_mae_sim": sim.tables.predictor_mae(),
         "predictor_mae_gavel_heldout": load_interference(cfg.cluster.gpu_type).heldout["mae"],
     }
-    ts = pd.DataFrame(acc.rows, columns=list(TIMESERIES_COLUMNS))
-    return SharingResult(
-        policy=sim.policy,
-        metrics=round_metrics(m),
-        timeseries=ts,
-        jobs=jt,
-        attempts=att,
-        config=cfg,
-        origin=jobs.origin,
-        timing={"solver_seconds": ms.solver_seconds, "largest_block": list(ms.largest_block)},
-        slowdown_hist=acc.ln_hist.copy(),
-    )

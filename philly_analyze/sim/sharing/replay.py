@@ -1,10 +1,10 @@
-"""Replay policies backed by the MuxFlow model: ``muxflow``, ``dedicated`` and ``mps-naive``.
+"""A sharing policy's replay (``muxflow``, ``dedicated``, ``mps-naive``; the classes are in
+``sim.policies.sharing``): a store's workload in, a ``ReplayResult`` out.
 
-The replay registry (``philly_analyze.sim.policies``) imports this module lazily; each class
-registers itself. The store's jobs are the offline side, the store's machines the ordinary
-(training-only) GPUs, and an inference fleet of ``online_gpus`` GPUs (default: as many as the
-cluster has) hosts one online service each. With ``scenario=paper`` the store is ignored and
-MuxFlow's deployment is simulated instead (``[scenario.paper]`` of the model file).
+The store's jobs are the offline side, the store's machines the ordinary (training-only)
+GPUs, and an inference fleet of ``online_gpus`` GPUs (default: as many as the cluster has)
+hosts one online service each. With ``scenario=paper`` the store is ignored and MuxFlow's
+deployment is simulated instead (``[scenario.paper]`` of the model file).
 
 The schedule comes back as a ``ReplayResult``: canonical jobs/attempts/placements/machines
 (evictions are ``killed`` attempts; online GPUs are machines ``online-NNNNN`` of 8 GPUs); each
@@ -24,12 +24,12 @@ import pandas as pd
 import pyarrow as pa
 
 from philly_analyze import schemas
-from philly_analyze.sim.policies import Param, Policy, register
-from philly_analyze.sim.sharing.config import MECHANISMS, SharingConfig
+from philly_analyze.sim.sharing.config import SharingConfig
 from philly_analyze.sim.sharing.results import EVICTION_REASONS, SharingResult
 
 if TYPE_CHECKING:
     from philly_analyze.sim.cluster import Cluster
+    from philly_analyze.sim.policies.sharing import SharingPolicy
     from philly_analyze.sim.result import ReplayResult
     from philly_analyze.sim.workload import Workload
 
@@ -37,31 +37,6 @@ SOURCE = "replay"
 US_PER_MIN = 60_000_000
 #: Minute 0 of the paper scenario (it has no store to take a time from).
 PAPER_ORIGIN = pd.Timestamp("2023-03-01T00:00:00Z")
-
-PARAMS = (
-    Param(
-        "online_gpus",
-        int,
-        None,
-        "GPUs of the inference fleet (None: online_ratio x the cluster's GPUs)",
-        0,
-        True,
-    ),
-    Param("online_ratio", float, 1.0, "inference-fleet size as a multiple of the cluster", 0),
-    Param(
-        "scenario",
-        str,
-        "",
-        "'paper': MuxFlow's deployment (20,000 online GPUs, one day, synthetic offline work)",
-    ),
-    Param("model", str, "", "TOML file overriding parameters of data/muxflow_model.toml"),
-    Param(
-        "disable", str, "", "mechanisms to switch off, comma-separated: " + ", ".join(MECHANISMS)
-    ),
-    Param("minutes", int, None, "simulated minutes (None: last submit + one day)", 1, True),
-    Param("step_minutes", int, 1, "time step of the per-GPU state, minutes", 1),
-    Param("compare_philly", bool, True, "also replay the jobs under philly for JCT/queue ratios"),
-)
 
 
 def sharing_config(params: Mapping[str, Any], total_gpus: int) -> tuple[SharingConfig, bool]:
@@ -287,114 +262,123 @@ def replay_metrics(res: SharingResult) -> tuple[dict[str, Any], list[dict[str, A
     return m, per_vc
 
 
-class SharingPolicy(Policy):
-    """Base of the three sharing policies: the model's ``policy`` name is the registry name."""
+def replay_sharing(
+    policy: SharingPolicy,
+    workload: Workload,
+    cluster: Cluster,
+    quotas: Mapping[str, int] | None,
+    params: dict[str, Any],
+    seed: int,
+) -> ReplayResult:
+    """``policy`` on the MuxFlow model: the workload's jobs as offline work on the cluster and
+    an inference fleet (or the paper scenario, ``params["scenario"]``), as a ``ReplayResult``
+    with every sharing metric and, unless ``compare_philly`` is off, the same jobs under
+    ``philly`` beside them."""
+    from philly_analyze.sim.result import WAITING_SCHEMA, ReplayResult
+    from philly_analyze.sim.sharing.simulate import simulate_sharing
 
-    params = PARAMS
-    uses_quotas = False
-
-    def simulate(
-        self,
-        workload: Workload,
-        cluster: Cluster,
-        quotas: Mapping[str, int] | None,
-        params: dict[str, Any],
-        seed: int,
-    ) -> ReplayResult:
-        from philly_analyze.sim.result import WAITING_SCHEMA, ReplayResult
-        from philly_analyze.sim.sharing.scenario import paper_jobs
-        from philly_analyze.sim.sharing.simulate import simulate_sharing
-
-        cfg, paper = sharing_config(params, cluster.total_gpus)
-        notes: list[str] = list(workload.notes) if not paper else []
-        if paper:
-            jobs = paper_jobs(cfg, seed)
-            origin = int(PAPER_ORIGIN.value // 1000)
-            minutes = cfg.paper.minutes
-            notes.append(
-                f"scenario paper: {cfg.cluster.online_gpus:,} online GPUs, {len(jobs):,} "
-                "synthetic offline jobs (no store is used)"
-            )
-        else:
-            jobs, origin = offline_frame(workload)
-            minutes = params["minutes"]
-        res = simulate_sharing(jobs, cfg, self.name, seed=seed, minutes=minutes)
-        if len(res.jobs) < len(jobs):  # prepare_offline keeps jobs with work and GPUs only
-            notes.append(
-                f"{len(jobs) - len(res.jobs):,} jobs without work (zero duration) not replayed"
-            )
-        # ``flags`` is empty for workloads built without them (scenarios, from_columns).
-        flags = {
-            str(j): list(f) for j, f in zip(workload.job_ids, workload.flags, strict=False) if f
-        }
-        jt, at, pl, machines = to_tables(res, origin, None if paper else cluster, flags)
-        metrics, per_vc = replay_metrics(res)
-        metrics.update({k: v for k, v in res.metrics.items() if k != "policy"})
-        if paper:
-            for key, label in (
-                ("gpu_util", "utilization"),
-                ("sm_activity", "SM activity"),
-                ("gpu_memory", "GPU memory"),
-            ):
-                notes.append(
-                    f"paper {label}: before {cfg.paper.paper_before[key]:.0%}, after "
-                    f"{cfg.paper.paper_after[key]:.0%}; simulated online GPUs: "
-                    f"{res.metrics[key + '_online']:.1%} under {self.name}"
-                )
-        elif params["compare_philly"] and len(workload):
-            from philly_analyze.progress import NullTracker, reporting
-
-            with reporting(NullTracker()):  # the caller's bar counts this policy's jobs only
-                self._compare_philly(workload, cluster, quotas, seed, metrics)
-        per_vc_table = (
-            pa.Table.from_pylist(per_vc) if per_vc else pa.table({"vc": pa.array([], pa.string())})
+    cfg, paper = sharing_config(params, cluster.total_gpus)
+    jobs, origin, minutes, notes = _offline_input(cfg, paper, workload, params, seed)
+    training = None if paper else cluster
+    res = simulate_sharing(jobs, cfg, policy.name, seed=seed, minutes=minutes, cluster=training)
+    if len(res.jobs) < len(jobs):  # prepare_offline keeps jobs with work and GPUs only
+        notes.append(
+            f"{len(jobs) - len(res.jobs):,} jobs without work (zero duration) not replayed"
         )
-        out = ReplayResult(
-            policy=self.name,
-            params=dict(params),
-            seed=seed,
-            jobs=jt,
-            attempts=at,
-            placements=pl,
-            machines=machines,
-            waiting=WAITING_SCHEMA.empty_table(),
-            metrics=metrics,
-            per_vc=per_vc_table,
-            notes=notes,
-            footnotes=self._footnotes(cfg, metrics),
+    # ``flags`` is empty for workloads built without them (scenarios, from_columns).
+    flags = {str(j): list(f) for j, f in zip(workload.job_ids, workload.flags, strict=False) if f}
+    jt, at, pl, machines = to_tables(res, origin, training, flags)
+    metrics, per_vc = replay_metrics(res)
+    metrics.update({k: v for k, v in res.metrics.items() if k != "policy"})
+    if paper:
+        notes += _paper_notes(cfg, res, policy.name)
+    elif params["compare_philly"] and len(workload):
+        from philly_analyze.progress import NullTracker, reporting
+
+        with reporting(NullTracker()):  # the caller's bar counts this policy's jobs only
+            _compare_philly(workload, cluster, quotas, seed, metrics)
+    per_vc_table = (
+        pa.Table.from_pylist(per_vc) if per_vc else pa.table({"vc": pa.array([], pa.string())})
+    )
+    out = ReplayResult(
+        policy=policy.name,
+        params=dict(params),
+        seed=seed,
+        jobs=jt,
+        attempts=at,
+        placements=pl,
+        machines=machines,
+        waiting=WAITING_SCHEMA.empty_table(),
+        metrics=metrics,
+        per_vc=per_vc_table,
+        notes=notes,
+        footnotes=_footnotes(policy, cfg, metrics),
+    )
+    out.seconds = float(res.timing.get("seconds", 0.0))
+    out.sharing = res  # type: ignore[attr-defined]  # the model's own result (timeseries...)
+    return out
+
+
+def _offline_input(
+    cfg: SharingConfig, paper: bool, workload: Workload, params: dict[str, Any], seed: int
+) -> tuple[pd.DataFrame, int, int | None, list[str]]:
+    """The offline jobs, their origin (us), the horizon (minutes, None: until done) and the
+    notes: the paper scenario's synthetic backlog, or the workload's jobs."""
+    if not paper:
+        jobs, origin = offline_frame(workload)
+        return jobs, origin, params["minutes"], list(workload.notes)
+    from philly_analyze.sim.sharing.scenario import paper_jobs
+
+    jobs = paper_jobs(cfg, seed)
+    note = (
+        f"scenario paper: {cfg.cluster.online_gpus:,} online GPUs, {len(jobs):,} "
+        "synthetic offline jobs (no store is used)"
+    )
+    return jobs, int(PAPER_ORIGIN.value // 1000), cfg.paper.minutes, [note]
+
+
+def _paper_notes(cfg: SharingConfig, res: SharingResult, name: str) -> list[str]:
+    """The paper's before/after numbers beside the simulated online-GPU means."""
+    return [
+        f"paper {label}: before {cfg.paper.paper_before[key]:.0%}, after "
+        f"{cfg.paper.paper_after[key]:.0%}; simulated online GPUs: "
+        f"{res.metrics[key + '_online']:.1%} under {name}"
+        for key, label in (
+            ("gpu_util", "utilization"),
+            ("sm_activity", "SM activity"),
+            ("gpu_memory", "GPU memory"),
         )
-        out.seconds = float(res.timing.get("seconds", 0.0))
-        out.sharing = res  # type: ignore[attr-defined]  # the model's own result (timeseries...)
-        return out
+    ]
 
-    def _footnotes(self, cfg: Any, metrics: dict[str, Any]) -> dict[str, str]:
-        """Why ``dedicated`` starts no job on a fleet without training GPUs."""
-        waiting = metrics.get("jobs_unscheduled") or 0
-        if self.name != "dedicated" or not waiting or cfg.cluster.ordinary_gpus:
-            return {}
-        return {
-            "jobs_unscheduled": f"dedicated is the baseline without sharing: the inference "
-            f"fleet's {cfg.cluster.online_gpus:,} GPUs run no training, and there are no "
-            f"training GPUs (ordinary_gpus 0), so none of the {waiting:,} offline jobs starts"
-        }
 
-    @staticmethod
-    def _compare_philly(
-        workload: Workload,
-        cluster: Cluster,
-        quotas: Mapping[str, int] | None,
-        seed: int,
-        metrics: dict[str, Any],
-    ) -> None:
-        """The same jobs under ``philly`` on the cluster alone: JCT and queueing beside ours."""
-        from philly_analyze.sim.replay import simulate as replay
+def _footnotes(policy: SharingPolicy, cfg: Any, metrics: dict[str, Any]) -> dict[str, str]:
+    """Why a policy that does not share starts no job on a fleet without training GPUs."""
+    waiting = metrics.get("jobs_unscheduled") or 0
+    if policy.mechanisms.shares or not waiting or cfg.cluster.ordinary_gpus:
+        return {}
+    return {
+        "jobs_unscheduled": f"{policy.name} is the baseline without sharing: the inference "
+        f"fleet's {cfg.cluster.online_gpus:,} GPUs run no training, and there are no "
+        f"training GPUs (ordinary_gpus 0), so none of the {waiting:,} offline jobs starts"
+    }
 
-        base = replay(workload, cluster, "philly", quotas, None, seed).metrics
-        for key in ("jct_mean_s", "jct_p50_s", "queue_mean_s", "queue_p50_s"):
-            metrics[f"philly_{key}"] = base.get(key)
-            ours, theirs = metrics.get(key), base.get(key)
-            ok = ours is not None and theirs not in (None, 0) and np.isfinite(theirs)
-            metrics[f"{key.removesuffix('_s')}_vs_philly"] = ours / theirs if ok else None
+
+def _compare_philly(
+    workload: Workload,
+    cluster: Cluster,
+    quotas: Mapping[str, int] | None,
+    seed: int,
+    metrics: dict[str, Any],
+) -> None:
+    """The same jobs under ``philly`` on the cluster alone: JCT and queueing beside ours."""
+    from philly_analyze.sim.replay import simulate as replay
+
+    base = replay(workload, cluster, "philly", quotas, None, seed).metrics
+    for key in ("jct_mean_s", "jct_p50_s", "queue_mean_s", "queue_p50_s"):
+        metrics[f"philly_{key}"] = base.get(key)
+        ours, theirs = metrics.get(key), base.get(key)
+        ok = ours is not None and theirs not in (None, 0) and np.isfinite(theirs)
+        metrics[f"{key.removesuffix('_s')}_vs_philly"] = ours / theirs if ok else None
 
 
 def run_scenario(
@@ -404,35 +388,14 @@ def run_scenario(
     store needed (the workload and cluster arguments are not used)."""
     from philly_analyze.errors import UserError
     from philly_analyze.sim.cluster import Cluster
-    from philly_analyze.sim.policies import get_policy, validate_params
+    from philly_analyze.sim.policies import POLICIES, get_policy, validate_params
+    from philly_analyze.sim.policies.sharing import SharingPolicy
     from philly_analyze.sim.workload import Workload
 
     pol = get_policy(policy)
     if not isinstance(pol, SharingPolicy):
-        raise UserError(
-            f"--scenario needs a sharing policy (muxflow, dedicated, mps-naive), not {policy!r}"
-        )
+        names = [n for n, c in POLICIES.items() if issubclass(c, SharingPolicy)]
+        raise UserError(f"--scenario needs a sharing policy ({', '.join(names)}), not {policy!r}")
     p = validate_params(pol, {**dict(params or {}), "scenario": scenario})
     empty = Workload.from_columns([], [], [], [], [])
     return pol.simulate(empty, Cluster.from_counts({}), None, p, seed)
-
-
-@register
-class MuxFlowPolicy(SharingPolicy):
-    name = "muxflow"
-    description = (
-        "MuxFlow GPU sharing: training jobs space-share an inference fleet's GPUs (xCUDA limits, "
-        "SysMonitor, dynamic SM, matching, mixed error handling)"
-    )
-
-
-@register
-class DedicatedPolicy(SharingPolicy):
-    name = "dedicated"
-    description = "no sharing: training jobs on the cluster only, the inference fleet alone"
-
-
-@register
-class MpsNaivePolicy(SharingPolicy):
-    name = "mps-naive"
-    description = "plain MPS sharing: no protection, fixed 50% SM split, random pairing"

@@ -1,0 +1,170 @@
+"""The simulators' one event loop (SimPy-small): a clock, a heap of timed events, a FIFO of
+events whose times never decrease, and a stream of pre-sorted arrivals.
+
+The queue engine, the preemptive engine and the GPU-sharing model all run on it::
+
+    loop = EventLoop(arrivals=submit_times)
+    loop.schedule(t, KIND, a, b)          # an event at time t (heap)
+    loop.run(on_time)                     # on_time(now, arrived) once per distinct event time
+
+``on_time(now, arrived)`` gets the indices of the arrivals due at ``now`` (taken from the
+stream) and takes the events due with ``loop.pop(now)`` (heap then FIFO, each in (kind,
+order) order, as whole event tuples). It may schedule more events (one scheduled at ``now``
+itself makes the loop call it again at ``now``), pull arrivals early with
+``take_arrivals(upto)``, and end the run with ``loop.stop()``. Times are ints (microseconds:
+the replay engines) or floats (minutes: the sharing model); the loop only compares them.
+
+Why three sources instead of one heap: a replay has one arrival per job, already sorted by
+submit time (a heap entry each would double the heap); and with one locality wait for every
+job, timeouts fall due in the order they are made (one per waiting attempt in a saturated
+replay: a deque costs O(1) where the heap costs O(log n)). Ties between sources: heap events,
+then FIFO events, then arrivals, which is the order the handlers take them in. This loop runs
+once per event time, millions of times in a big replay, so it costs one handler call and one
+``pop`` per time; handlers unpack the event tuples themselves.
+
+An event is a tuple ``(time, kind, order, a, b)``. ``kind`` is a small int chosen by the
+simulator: at one time, smaller kinds come first. ``order`` breaks ties within a kind: a
+running sequence number by default (first scheduled, first out), or a key the simulator gives
+(the sharing model orders simultaneous completions by job index). ``a`` and ``b`` are the
+payload (a job and an attempt, say).
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar
+
+#: Later than any event (the loop's end of time).
+NEVER = 1 << 62
+
+#: The clock's type: int microseconds (replay engines) or float minutes (sharing model).
+T = TypeVar("T", int, float)
+
+#: An event: (time, kind, order, a, b).
+Event = tuple[T, int, Any, Any, Any]
+
+
+class EventLoop(Generic[T]):
+    """The clock and the pending events of one simulation run (module docstring)."""
+
+    __slots__ = ("_stop", "arrivals", "fifo", "heap", "next_arrival", "now", "seq", "wake")
+
+    def __init__(
+        self,
+        arrivals: Sequence[T] = (),
+        *,
+        first_seq: int = 0,
+        wake_on_arrivals: bool = True,
+    ) -> None:
+        """``arrivals``: sorted times (one per arriving item, by index). ``first_seq``: the
+        first sequence number ``ticket`` hands out (the queue engine numbers arrivals by job
+        index and everything else after them). ``wake_on_arrivals=False``: arrivals are not
+        events (the loop never stops at one) but are taken in batches by handlers, when
+        nothing can happen at an arrival itself (the sharing model without training GPUs)."""
+        self.now: T | int = 0
+        self.heap: list[Event[T]] = []
+        self.fifo: deque[Event[T]] = deque()
+        self.seq = first_seq
+        self.arrivals: list[T] = list(arrivals)
+        self.next_arrival = 0
+        self.wake = wake_on_arrivals
+        self._stop = False
+
+    # ------------------------------------------------------------------ scheduling
+    def ticket(self) -> int:
+        """The next sequence number (for ordering items the simulator keeps itself)."""
+        self.seq += 1
+        return self.seq
+
+    def schedule(self, t: T, kind: int, a: Any = 0, b: Any = 0) -> None:
+        """An event at ``t``, after the events of the same time and kind scheduled before."""
+        self.seq += 1
+        heapq.heappush(self.heap, (t, kind, self.seq, a, b))
+
+    def schedule_keyed(self, t: T, kind: int, order: Any, a: Any = 0, b: Any = 0) -> None:
+        """An event at ``t`` ordered by ``order`` among the same time and kind."""
+        heapq.heappush(self.heap, (t, kind, order, a, b))
+
+    def schedule_in_order(self, t: T, kind: int, a: Any = 0, b: Any = 0) -> None:
+        """An event at ``t`` that the caller knows is no earlier than any it put here before
+        (a FIFO, no heap)."""
+        self.fifo.append((t, kind, 0, a, b))
+
+    def stop(self) -> None:
+        """End ``run`` once the current handler returns."""
+        self._stop = True
+
+    # ------------------------------------------------------------------ taking events
+    def pop(self, now: T) -> list[Event[T]]:
+        """Remove and return the events due at ``now``: the heap's, then the FIFO's."""
+        heap = self.heap
+        out: list[Event[T]] = []
+        while heap and heap[0][0] == now:
+            out.append(heapq.heappop(heap))
+        fifo = self.fifo
+        while fifo and fifo[0][0] == now:
+            out.append(fifo.popleft())
+        return out
+
+    def take_arrivals(self, upto: T) -> range:
+        """Indices of the arrivals not taken yet whose time is at most ``upto`` (taken now)."""
+        lo = self.next_arrival
+        arr = self.arrivals
+        if lo >= len(arr) or arr[lo] > upto:
+            return range(lo, lo)
+        # Most times have one arrival: check the next before searching.
+        hi = lo + 1 if lo + 1 >= len(arr) or arr[lo + 1] > upto else bisect_right(arr, upto, lo)
+        self.next_arrival = hi
+        return range(lo, hi)
+
+    # ------------------------------------------------------------------ running
+    def run(self, on_time: Callable[[T, range], None], until: T | int = NEVER) -> None:
+        """Call ``on_time(now, arrived)`` at each event time before ``until``, in time order,
+        until no event is left or a handler calls ``stop``. ``arrived``: the indices of the
+        arrivals due at ``now`` (always empty without ``wake_on_arrivals``)."""
+        heap, fifo, arrivals = self.heap, self.fifo, self.arrivals
+        n_arr = len(arrivals) if self.wake else 0
+        self._stop = False
+        # The next time and the arrivals due then, found inline: this runs once per event time.
+        while True:
+            t: T | int = NEVER
+            if heap:
+                t = heap[0][0]
+            if fifo and fifo[0][0] < t:
+                t = fifo[0][0]
+            lo = self.next_arrival
+            if lo < n_arr and arrivals[lo] <= t:
+                t = arrivals[lo]
+                hi = lo + 1
+                while hi < n_arr and arrivals[hi] == t:
+                    hi += 1
+                self.next_arrival = hi
+            else:
+                hi = lo
+            if t is NEVER or t >= until:
+                self.next_arrival = lo  # not taken: the run ends before them
+                return
+            self.now = t
+            on_time(t, range(lo, hi))
+            if self._stop:
+                return
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: a simulation allocates millions of tuples, lists
+    and dicts that form no cycles, and the collector would scan every live one again and again
+    (a quarter of a saturated million-job replay's time). Reference counting still frees
+    everything; the collector runs again on exit."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
