@@ -202,7 +202,8 @@ ATTEMPTS = Table(
             "What the data says of the attempt's run: `ended` (start and end known), `running` "
             "(no end, and it is the last attempt of a job without a final status), `end_unknown` "
             "(no end, but the job has a final status or a later attempt: it ended at a time the "
-            "data does not give; time-based analyses leave it out), `start_unknown` (no start, "
+            "data does not give; time-based analyses leave it out, the queueing cluster state holds "
+            "it between two bounds), `start_unknown` (no start, "
             "e.g. job lists). See docs/analyses.md.",
             derived=True,
         ),

@@ -15,6 +15,22 @@ A moment during which a job of VC ``v`` waited for an attempt of ``n`` GPUs is
 
 Without quotas (``quota`` None) no moment is fair-share.
 
+**Incomplete data** (the report; the replay and the synthesizer know every holding and demand
+and never pass these). What the cluster held is then known only between two bounds: the
+least (``steps``/``usage``: an attempt whose end the data does not give released at its start,
+an attempt whose GPU count is unknown holding 1) and the most (``MostHeld``: the first held
+to its job's next attempt or the end of the data, the second holding any number); and a
+waiting job's demand may be unknown (``UNKNOWN_DEMAND``: at least 1 GPU, at most any number).
+Each of the three conditions above only grows with what is held and with the demand, and the
+first that holds wins, so from the least to the most the cause can only move up the order
+other, fragmentation, capacity, fair_share: where the least (with the least demand) and the
+most (with the most) give the same cause, every state in between gives it too, and that is the
+cause; where they differ the moment is **undetermined** (``UNDETERMINED``): the data cannot
+tell. With an unknown demand that leaves fair_share when ``used(v) + 1 > quota(v)`` (and,
+without quotas, capacity when no GPU is free), and undetermined otherwise: under quota with no
+GPU free, a demand beyond the VC's remaining quota would make the moment fair-share, one
+within it capacity.
+
 The cluster's state is a step function over its change points (attempt starts and ends):
 ``Steps`` keeps, per step, the free GPUs of the whole cluster, the most free GPUs on one server
 and the most wholly free largest-size servers in one rack (with these two,
@@ -39,15 +55,28 @@ import numpy as np
 
 from philly_analyze.locality import fits_strict_headroom
 
+#: The causes of a moment the data describes completely (the replay's and the synthesizer's
+#: ground truth; their codes are the indexes).
 CAUSES: tuple[str, ...] = ("fair_share", "fragmentation", "capacity", "other")
 FAIR_SHARE, FRAGMENTATION, CAPACITY, OTHER = range(4)
-#: The paper's Table 2 has two causes; ours map onto them like this (docs/analyses.md).
+#: A moment whose cause the data cannot tell (module docstring): code 4, after ``CAUSES``.
+UNDETERMINED = 4
+#: The report's causes: ``CAUSES`` and undetermined (``split_waits`` with ``most``).
+REPORT_CAUSES: tuple[str, ...] = (*CAUSES, "undetermined")
+#: The paper's Table 2 has two causes; ours map onto them like this (docs/analyses.md): an
+#: undetermined moment may be either of them (or other), so it stays apart.
 PAPER_CAUSE: dict[str, str] = {
     "fair_share": "fair_share",
     "fragmentation": "fragmentation",
     "capacity": "fragmentation",
     "other": "other",
+    "undetermined": "undetermined",
 }
+#: ``split_waits``' demand of a job whose GPU count the data does not give.
+UNKNOWN_DEMAND = -1
+#: An unknown GPU count at its largest: beyond any quota and any free count. Small enough that
+#: usage sums of millions of them stay exact in float64 (``usage_steps``' bincount).
+UNBOUNDED = 1 << 31
 _NO_END = np.iinfo(np.int64).max
 
 
@@ -203,16 +232,47 @@ def usage_steps(steps: Steps, tidx: np.ndarray, delta: np.ndarray) -> np.ndarray
 
 @dataclass
 class WaitSplit:
-    """Per waiting interval and cause (columns in ``CAUSES`` order): ``us`` the microseconds
-    of that cause; ``first``/``last`` (when asked for) the first moment of that cause and the
-    end of its last piece, epoch microseconds (meaningless where ``us`` is 0)."""
+    """Per waiting interval and cause (columns in ``causes`` order: ``CAUSES``, or
+    ``REPORT_CAUSES`` when ``split_waits`` was given ``most``): ``us`` the microseconds of that
+    cause; ``first``/``last`` (when asked for) the first moment of that cause and the end of
+    its last piece, epoch microseconds (meaningless where ``us`` is 0)."""
 
     us: np.ndarray
     first: np.ndarray | None = None
     last: np.ndarray | None = None
+    causes: tuple[str, ...] = CAUSES
 
     def seconds(self) -> np.ndarray:
         return self.us / 1e6
+
+
+@dataclass
+class MostHeld:
+    """The most the cluster can have held, for ``split_waits`` (module docstring, *Incomplete
+    data*): ``steps`` over the same change points as the least, ``usage(key)`` a VC's GPUs per
+    step; either None where it equals the least."""
+
+    steps: Steps | None = None
+    usage: Callable[[Hashable], np.ndarray] | None = None
+
+
+class _Locality:
+    """``Steps.locality_causes`` per demand, over the union of the spans asked for so far."""
+
+    def __init__(self, steps: Steps):
+        self.steps = steps
+        self.done: dict[int, tuple[int, int, np.ndarray]] = {}
+
+    def codes(self, nv: int, lo: int, hi: int) -> np.ndarray:
+        base = self.done.get(nv)
+        if base is None or base[0] > lo or base[1] < hi:
+            lo2, hi2 = (lo, hi) if base is None else (min(lo, base[0]), max(hi, base[1]))
+            base = self.done[nv] = (lo2, hi2, self.steps.locality_causes(nv, lo2, hi2))
+        return base[2][lo - base[0] : hi - base[0]]
+
+
+def _with_quota(codes: np.ndarray, used: np.ndarray | None, nv: int, q: float) -> np.ndarray:
+    return codes if used is None else np.where(used + nv > q, np.int8(FAIR_SHARE), codes)
 
 
 def split_waits(
@@ -224,44 +284,77 @@ def split_waits(
     usage: Callable[[Hashable], np.ndarray],
     quota: Mapping[Hashable, float] | None,
     with_bounds: bool = False,
+    most: MostHeld | None = None,
 ) -> WaitSplit:
     """Split waiting intervals ``[a, b)`` (epoch microseconds; empty or reversed intervals
     count 0) of jobs of VC ``key`` needing ``n`` GPUs by cause. ``usage(key)``: the VC's GPUs
     held per step (called once per VC that waited); ``quota``: GPUs per VC (missing VCs have
-    quota 0), None for no quotas (never fair-share)."""
+    quota 0), None for no quotas (never fair-share).
+
+    ``most`` (incomplete data, module docstring): ``steps``/``usage`` are the least held,
+    ``most`` the most, ``n`` may be ``UNKNOWN_DEMAND``; a moment whose cause differs between
+    the two is undetermined, and the columns are ``REPORT_CAUSES``. Without it, ``CAUSES``."""
     a = np.asarray(a, np.int64)
     b = np.asarray(b, np.int64)
+    n = np.asarray(n, np.int64)
+    causes = CAUSES if most is None else REPORT_CAUSES
+    if most is None and (n == UNKNOWN_DEMAND).any():
+        raise ValueError("an unknown demand needs the bounds of incomplete data (most=)")
     rows = len(a)
-    us = np.zeros((rows, len(CAUSES)), np.int64)
-    first = np.zeros((rows, len(CAUSES)), np.int64) if with_bounds else None
-    last = np.zeros((rows, len(CAUSES)), np.int64) if with_bounds else None
+    us = np.zeros((rows, len(causes)), np.int64)
+    first = np.zeros((rows, len(causes)), np.int64) if with_bounds else None
+    last = np.zeros((rows, len(causes)), np.int64) if with_bounds else None
     pos = np.flatnonzero(b > a)
     if len(pos) == 0:
-        return WaitSplit(us, first, last)
+        return WaitSplit(us, first, last, causes)
     key = np.asarray(key)[pos]
-    n = np.asarray(n, np.int64)[pos]
+    n = n[pos]
     ja = steps.index(a[pos])  # the steps holding each wait's first and last moment
     jb = steps.index(b[pos] - 1)
-    local: dict[int, tuple[int, int, np.ndarray]] = {}
+    least = _Locality(steps)
+    most_loc = _Locality(most.steps) if most is not None and most.steps is not None else least
     for k in _unique(key):
         in_k = np.flatnonzero(key == k)
         used = usage(k) if quota is not None else None
+        used_most = used
+        if most is not None and most.usage is not None and quota is not None:
+            used_most = most.usage(k)
         q = float(quota.get(k, 0)) if quota is not None else np.inf
         for nv in np.unique(n[in_k]).tolist():
             sel = in_k[n[in_k] == nv]
             lo, hi = int(ja[sel].min()), int(jb[sel].max()) + 1
-            base = local.get(nv)
-            if base is None or base[0] > lo or base[1] < hi:
-                # One array per demand, over the union of the spans asked for so far.
-                lo2, hi2 = (lo, hi) if base is None else (min(lo, base[0]), max(hi, base[1]))
-                base = local[nv] = (lo2, hi2, steps.locality_causes(nv, lo2, hi2))
-            codes = base[2][lo - base[0] : hi - base[0]]
-            if used is not None:
-                codes = np.where(used[lo:hi] + nv > q, np.int8(FAIR_SHARE), codes)
+            n_least = 1 if nv == UNKNOWN_DEMAND else nv
+            codes = _with_quota(least.codes(n_least, lo, hi), _span(used, lo, hi), n_least, q)
+            if most is not None:
+                if nv == UNKNOWN_DEMAND:
+                    # Any number of GPUs: past every quota, or (no quotas) beyond every free
+                    # count; only a moment with that cause already at 1 GPU is decided.
+                    top = CAPACITY if quota is None else FAIR_SHARE
+                    codes = np.where(codes == top, codes, np.int8(UNDETERMINED))
+                elif most_loc is not least or used_most is not used:
+                    up = _with_quota(most_loc.codes(nv, lo, hi), _span(used_most, lo, hi), nv, q)
+                    codes = np.where(codes == up, codes, np.int8(UNDETERMINED))
             idx = pos[sel]
             runs = _Runs(steps.bounds, lo, codes)
             runs.measure(a[idx], b[idx], ja[sel] - lo, jb[sel] - lo, idx, us, first, last)
-    return WaitSplit(us, first, last)
+    return WaitSplit(us, first, last, causes)
+
+
+def _span(x: np.ndarray | None, lo: int, hi: int) -> np.ndarray | None:
+    return None if x is None else x[lo:hi]
+
+
+def seconds_where(steps: Steps, on: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Microseconds of each interval ``[a, b)`` spent in steps where ``on`` (bool per step)."""
+    a = np.asarray(a, np.int64)
+    b = np.asarray(b, np.int64)
+    us = np.zeros((len(a), 2), np.int64)
+    pos = np.flatnonzero(b > a)
+    if len(pos):
+        ja, jb = steps.index(a[pos]), steps.index(b[pos] - 1)
+        runs = _Runs(steps.bounds, 0, np.asarray(on, np.int8))
+        runs.measure(a[pos], b[pos], ja, jb, pos, us, None, None)
+    return us[:, 1]
 
 
 def _unique(key: np.ndarray) -> list[Hashable]:

@@ -209,6 +209,53 @@ def test_yarn_without_gpu_resources(tmp_path: Path) -> None:
     assert "GPUs leave out 1 machines whose GPU count is unknown" in _notes(doc, "summary")
 
 
+def test_yarn_without_gpu_resources_waits_are_undetermined(tmp_path: Path) -> None:
+    """Two apps of vc1 (quota 4 GPUs) on an RM that names no GPUs: a1 waits 5 s for its
+    container, runs 10:00-11:00; a2 is submitted at 10:10 and starts at 11:00:06 when m1 is
+    free again. Neither demand is known (at least 1 GPU), nor a1's GPUs while a2 waits (at
+    least 1, at most any), nor m1's GPUs: at 1 GPU the cluster has none free (capacity), at
+    5 GPUs vc1 is past its quota (fair-share), so every waiting moment is undetermined.
+    Before, the demands counted as 0 GPUs and both waits read 100% 'other'."""
+    a1, a2 = "application_1637633166384_0001", "application_1637633166384_0002"
+    lines = [
+        *submit("10:00:00", a1, "liuxy", "vc1"),
+        att("10:00:00,040", a1, 1, "NEW", "SUBMITTED", "START"),
+        att("10:00:00,050", a1, 1, "SUBMITTED", "SCHEDULED", "ATTEMPT_ADDED"),
+        *_container_without_gpus("10:00:05,000", a1, 1, 1, "m1"),
+        *attempt_run("10:00:05,010", a1, 1),
+        app("10:00:06,001", a1, "ACCEPTED", "RUNNING", "ATTEMPT_REGISTERED"),
+        *submit("10:10:00", a2, "liuxy", "vc1"),
+        att("10:10:00,040", a2, 1, "NEW", "SUBMITTED", "START"),
+        att("10:10:00,050", a2, 1, "SUBMITTED", "SCHEDULED", "ATTEMPT_ADDED"),
+        att("11:00:05,000", a1, 1, "FINISHING", "FINISHED", "CONTAINER_FINISHED"),
+        app("11:00:05,002", a1, "FINISHING", "FINISHED", "ATTEMPT_FINISHED"),
+        summary("11:00:05,020", a1, "FINISHED", "SUCCEEDED", 1637661600000, 1637665205002),
+        *_container_without_gpus("11:00:06,000", a2, 1, 1, "m1"),
+        *attempt_run("11:00:06,010", a2, 1),
+        app("11:00:07,001", a2, "ACCEPTED", "RUNNING", "ATTEMPT_REGISTERED"),
+        att("11:30:05,000", a2, 1, "FINISHING", "FINISHED", "CONTAINER_FINISHED"),
+        app("11:30:05,002", a2, "FINISHING", "FINISHED", "ATTEMPT_FINISHED"),
+        summary("11:30:05,020", a2, "FINISHED", "SUCCEEDED", 1637662200000, 1637667005002),
+    ]
+    (tmp_path / "rm.log").write_text("\n".join(lines) + "\n")
+    (tmp_path / "q.csv").write_text("vc,gpus\nvc1,4\n")
+    _ingest(tmp_path / "store", tmp_path / "rm.log")
+    args = ["report", "--store", str(tmp_path / "store"), "--format", "json", "-q"]
+    r = CliRunner().invoke(
+        main, [*args, "--section", "queueing", "--vc-quotas", str(tmp_path / "q.csv")]
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    share = {x["gpu_bucket"]: x for x in _rows(doc, "queueing", "wait_seconds")}["all"]
+    assert share["waiting_jobs"] == 2
+    assert (share["other_pct"], share["undetermined_pct"]) == (0.0, 100.0)
+    causes = {x["delay_type"]: x for x in _rows(doc, "queueing", "table2_causes")}
+    assert causes["undetermined"]["gpus_unknown"] == 2 and causes["other"]["all"] == 0
+    notes = _notes(doc, "queueing")
+    assert "2 waits (50.2 min) are of jobs whose GPU demand is unknown" in notes, notes
+    assert "2 attempts have no known GPU count" in notes, notes
+
+
 # --------------------------------------------------------------------------- framework logs
 def test_framework_logs_only(tmp_path: Path) -> None:
     log = tmp_path / "framework" / "application_1509485239927_0001" / "attempt_0" / "stdout.txt"

@@ -132,7 +132,9 @@ def test_table2_counts(scenario: Path) -> None:
         "fragmentation": 1,
         "capacity": 0,
         "other": 2,
+        "undetermined": 0,  # complete data: every moment decided
     }
+    assert secs.loc["all", "undetermined_pct"] == 0.0
 
 
 def test_delay_percentiles_keep_zero_delays(scenario: Path) -> None:
@@ -222,8 +224,14 @@ def test_paper_view_sums_fragmentation_and_capacity(tmp_path: Path) -> None:
     )
     paper = rep["queueing"].frame("table2").set_index("delay_type")["gpus_2_4"].to_dict()
     four = rep["queueing"].frame("table2_causes").set_index("delay_type")["gpus_2_4"].to_dict()
-    assert paper == {"fair_share": 0, "fragmentation": 1, "other": 0}
-    assert four == {"fair_share": 1, "fragmentation": 0, "capacity": 0, "other": 0}
+    assert paper == {"fair_share": 0, "fragmentation": 1, "other": 0, "undetermined": 0}
+    assert four == {
+        "fair_share": 1,
+        "fragmentation": 0,
+        "capacity": 0,
+        "other": 0,
+        "undetermined": 0,
+    }
 
 
 def test_fits_strict_headroom_matches_fits_strict() -> None:
@@ -364,3 +372,238 @@ def test_job_ended_in_queue_counts_with_scheduler_log(tmp_path: Path) -> None:
     att = rep["queueing"].frame("delay_by_attempt").set_index(["wait", "gpu_bucket"])
     assert att.loc[("unstarted", "all"), "mean_min"] == pytest.approx(30)
     assert any("1 of them have an end in the scheduler log" in n for n in rep["queueing"].notes)
+
+
+# ------------------------------------------------------------------------ incomplete data
+def _scheduler_log(ends: dict[str, tuple[float, float]]) -> dict:
+    """The RM log's submit and KILLED transitions of jobs that ended in the queue."""
+    import pyarrow as pa
+
+    from tests.analysis_stores import t
+
+    times, ids, froms, tos = [], [], [], []
+    for job_id, (submit, end) in ends.items():
+        times += [t(submit), t(end)]
+        ids += [job_id, job_id]
+        froms += ["NEW", "ACCEPTED"]
+        tos += ["SUBMITTED", "KILLED"]
+    return {
+        "time": pa.array(times, pa.timestamp("us", tz="UTC")),
+        "job_id": ids,
+        "entity": ["app"] * len(ids),
+        "from_state": froms,
+        "to_state": tos,
+    }
+
+
+def test_unknown_demand_is_not_zero_gpus(tmp_path: Path) -> None:
+    """Jobs that ended in the queue before any attempt, GPU demand unknown (at least 1 GPU,
+    at most any number). m0 (8 GPUs) is held by b1 [0,60), m1 (2 GPUs) by z1 [0,80), so 0
+    GPUs are free until 60. Quotas a=100, z=2.
+    - q1 (a) waits [10,40): a uses 0 of 100. At 1 GPU capacity (0 free), at 101 GPUs
+      fair-share: the data cannot tell -> 30 min undetermined.
+    - q2 (z) waits [10,40): z holds 2 of its 2: even 1 GPU is past the quota -> 30 min
+      fair-share, decided.
+    - q3 (a) waits [60,70): m0 free: at 1 GPU other, at 9 capacity, at 101 fair-share ->
+      10 min undetermined.
+    Before, an unknown demand counted as 0 GPUs: all three read 'other' (70 min)."""
+    jobs = [
+        Job("b1", "b", "u", "passed", 0, [Att(0, 60, "passed", {"m0": E8})]),
+        Job("z1", "z", "u", "passed", 0, [Att(0, 80, "passed", {"m1": [0, 1]})]),
+        Job("q1", "a", "u", "killed", 10, []),
+        Job("q2", "z", "u", "killed", 10, []),
+        Job("q3", "a", "u", "killed", 60, []),
+    ]
+    ev = _scheduler_log({"q1": (10, 40), "q2": (10, 40), "q3": (60, 70)})
+    p = write_store(
+        tmp_path / "s", machines={"m0": 8, "m1": 2}, jobs=jobs, extra={"scheduler_events": ev}
+    )
+    quotas = {"a": 100, "b": 100, "z": 2}
+    with Store(p, read_only=True) as s:
+        per = decompose_store(s, quotas).set_index("job_id")
+        rep = run(s, ["queueing"], vc_quotas=quotas)
+    cols = [f"{c}_s" for c in ("fair_share", "fragmentation", "capacity", "other")]
+    assert per.loc["q1", [*cols, "undetermined_s"]].tolist() == [0, 0, 0, 0, 1800]
+    assert per.loc["q2", [*cols, "undetermined_s"]].tolist() == [1800, 0, 0, 0, 0]
+    assert per.loc["q3", [*cols, "undetermined_s"]].tolist() == [0, 0, 0, 0, 600]
+    assert per.loc[["q1", "q2", "q3"], "cause"].tolist() == [
+        "undetermined",
+        "fair_share",
+        "undetermined",
+    ]
+    t2 = rep["queueing"].frame("table2").set_index("delay_type")["gpus_unknown"].to_dict()
+    assert t2 == {"fair_share": 1, "fragmentation": 0, "other": 0, "undetermined": 2}
+    notes = " ".join(rep["queueing"].notes)
+    assert "3 waits (1.2 h) are of jobs whose GPU demand is unknown" in notes, notes
+    assert "40.0 min of them undetermined" in notes, notes
+
+
+def test_attempt_without_end_bounds_the_cluster_state(tmp_path: Path) -> None:
+    """m0, m1 (8 GPUs); quotas a=b=100 (never the limit). e1 (a, killed) started at 20 on all
+    of m0 and has no recorded end: it held m0 from 20 for a time the data does not give. x1
+    (b) holds m1's g0-6 [0,40).
+    - w8 (a, 8 GPUs) waits [10,40), starts on m1 at 40. [10,20): m0 free in every reading:
+      10 min other. [20,40): e1 released -> m0 free, other; e1 still holding -> 1 GPU free
+      (m1's g7) < 8, capacity: 20 min undetermined, and the job's main cause too (its other
+      10 min could be outweighed).
+    - w1 (b, 1 GPU) waits [30,35) and runs on m1's g7 [35,38): g7 is free whatever e1 did:
+      5 min other, although e1's possible run overlaps it.
+    Before, e1 was left out of the cluster state and w8 read 30 min 'other'."""
+    jobs = [
+        Job("e1", "a", "u", "killed", 20, [Att(20, None, "killed", {"m0": E8})]),
+        Job("x1", "b", "u", "passed", 0, [Att(0, 40, "passed", {"m1": list(range(7))})]),
+        Job("w8", "a", "u", "passed", 10, [Att(40, 50, "passed", {"m1": E8})]),
+        Job("w1", "b", "u", "passed", 30, [Att(35, 38, "passed", {"m1": [7]})]),
+    ]
+    p = write_store(tmp_path / "s", machines={"m0": 8, "m1": 8}, jobs=jobs)
+    quotas = {"a": 100, "b": 100}
+    with Store(p, read_only=True) as s:
+        per = decompose_store(s, quotas).set_index("job_id")
+        rep = run(s, ["queueing"], vc_quotas=quotas)
+    cols = [f"{c}_s" for c in ("fair_share", "fragmentation", "capacity", "other")]
+    assert per.loc["w8", [*cols, "undetermined_s"]].tolist() == [0, 0, 0, 600, 1200]
+    assert per.loc["w1", [*cols, "undetermined_s"]].tolist() == [0, 0, 0, 300, 0]
+    assert (per.loc["w8", "cause"], per.loc["w1", "cause"]) == ("undetermined", "other")
+    notes = rep["queueing"].notes
+    (note,) = [n for n in notes if n.startswith("cluster state: 1 attempts of 1 jobs")]
+    assert "2 waits (25.0 min) overlap such a possible run" in note, note
+    assert "20.0 min of the waits of known demand are undetermined" in note, note
+
+
+def test_main_cause_kept_only_when_undetermined_seconds_cannot_change_it() -> None:
+    """The main cause is decided when the leader keeps the lead with every undetermined
+    second given to a rival (ties go to the earlier cause, as without undetermined seconds)."""
+    import pandas as pd
+
+    from philly_analyze.analysis.queueing import _main_cause
+
+    rows = [  # fair_share, other, undetermined -> cause
+        (10, 5, 4, "fair_share"),  # 10 > 5 + 4
+        (10, 5, 5, "fair_share"),  # 10 = 5 + 5, fair-share first
+        (5, 10, 5, "undetermined"),  # 10 = 5 + 5, but fair-share would win the tie
+        (5, 10, 4, "other"),
+        (0, 0, 10, "undetermined"),
+        (0, 0, 0, "none"),
+    ]
+    per = pd.DataFrame(
+        [(fs, o, u) for fs, o, u, _ in rows],
+        columns=["fair_share_s", "other_s", "undetermined_s"],
+    )
+    waited = per.sum(axis=1) > 0
+    got = _main_cause(per, {"fair_share": ("fair_share",), "other": ("other",)}, waited)
+    assert got.tolist() == [r[-1] for r in rows]
+
+
+@st.composite
+def incomplete_workloads(draw: st.DrawFn) -> tuple[dict[str, int], list[Job], dict, dict]:
+    """Like ``workloads``, with attempts whose end is unknown (in killed jobs: any attempt,
+    the last one included) and jobs that ended in the queue with an unknown demand."""
+    sizes = draw(st.lists(st.sampled_from([2, 8]), min_size=1, max_size=3))
+    machines = {f"m{i}": s for i, s in enumerate(sizes)}
+    jobs, queued = [], {}
+    for k in range(draw(st.integers(1, 6))):
+        vc = draw(st.sampled_from(["a", "b"]))
+        submit = draw(st.integers(0, 30))
+        if draw(st.integers(0, 4)) == 0:
+            queued[f"q{k}"] = (submit, submit + draw(st.integers(1, 30)))
+            jobs.append(Job(f"q{k}", vc, "u", "killed", submit, []))
+            continue
+        atts, t0 = [], submit
+        for _ in range(draw(st.integers(1, 2))):
+            start = t0 + draw(st.integers(0, 20))
+            dur = draw(st.integers(1, 25))
+            gpus: dict[str, list[int]] = {}
+            for m in draw(st.lists(st.sampled_from(list(machines)), min_size=1, max_size=2)):
+                gpus[m] = list(range(draw(st.integers(1, machines[m]))))
+            unknown = draw(st.integers(0, 3)) == 0
+            atts.append(Att(start, None if unknown else start + dur, "failed", gpus))
+            t0 = start + dur
+        jobs.append(Job(f"j{k}", vc, "u", "killed", submit, atts))
+    quotas = {"a": draw(st.integers(0, 12)), "b": draw(st.integers(0, 12))}
+    return machines, jobs, quotas, queued
+
+
+def _brute_possible(machines, jobs, quotas, queued) -> dict[str, list[float]]:
+    """Minute by minute, every state the data allows: each attempt whose end is unknown holds
+    or not (independently: it may have ended at any minute from its start to its job's next
+    start, or to the end), and an unknown demand is any of 1..N GPUs (N beyond every quota
+    and the cluster). A minute's cause is the one every choice gives, else undetermined."""
+    import itertools
+
+    names = list(machines)
+    size = np.array([machines[m] for m in names])
+    big = int(size.sum()) + max(quotas.values()) + 1
+    runs = []  # (vc, start, latest end, gpus, end known)
+    for j in jobs:
+        for i, a in enumerate(j.attempts):
+            nxt = j.attempts[i + 1].start if i + 1 < len(j.attempts) else 1 << 30
+            runs.append((j.vc, a.start, a.end if a.end is not None else nxt, a.gpus, a.end))
+
+    def cause(busy: np.ndarray, used: int, n: int, q: int) -> int:
+        free = np.clip(size - busy, 0, size)
+        if used + n > q:
+            return 0
+        if free.sum() < n:
+            return 2
+        return 1 if not fits_strict(free, size, n, None) else 3
+
+    out = {}
+    for j in jobs:
+        tot = [0.0] * 5
+        if j.job_id in queued:
+            waits = [(*queued[j.job_id], None)]
+        else:
+            waits, prev = [], j.submit
+            for a in j.attempts:
+                if prev is not None:
+                    waits.append((prev, a.start, sum(len(g) for g in a.gpus.values())))
+                prev = a.end
+        for lo, hi, n in waits:
+            for minute in range(int(lo), int(hi)):
+                busy, used, maybe = np.zeros(len(names), int), 0, []
+                for vc, s, e, g, known in runs:
+                    if not s <= minute < e:
+                        continue
+                    if known is None:
+                        maybe.append((vc, g))
+                        continue
+                    for m, idx in g.items():
+                        busy[names.index(m)] += len(idx)
+                    used += sum(len(x) for x in g.values()) if vc == j.vc else 0
+                seen = set()
+                for pick in itertools.product((0, 1), repeat=len(maybe)):
+                    b2, u2 = busy.copy(), used
+                    for (vc, g), on in zip(maybe, pick, strict=True):
+                        if on:
+                            for m, idx in g.items():
+                                b2[names.index(m)] += len(idx)
+                            u2 += sum(len(x) for x in g.values()) if vc == j.vc else 0
+                    for nn in [n] if n is not None else range(1, big + 1):
+                        seen.add(cause(b2, u2, nn, quotas[j.vc]))
+                tot[seen.pop() if len(seen) == 1 else 4] += 60
+        out[j.job_id] = tot
+    return out
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(w=incomplete_workloads())
+def test_undetermined_matches_every_possible_state(
+    tmp_path_factory: pytest.TempPathFactory, w
+) -> None:
+    """The two-bound computation against an enumeration of every state the data allows."""
+    machines, jobs, quotas, queued = w
+    extra = {"scheduler_events": _scheduler_log(queued)} if queued else None
+    path = write_store(
+        tmp_path_factory.mktemp("u") / "s", machines=machines, jobs=jobs, extra=extra
+    )
+    with Store(path, read_only=True) as s, Context(s, vc_quotas=quotas) as ctx:
+        per = decompose(ctx).set_index("job_id")
+    kinds = ("fair_share", "fragmentation", "capacity", "other", "undetermined")
+    for job_id, expect in _brute_possible(machines, jobs, quotas, queued).items():
+        if job_id not in per.index:
+            assert sum(expect) == 0, job_id
+            continue
+        got = [per.loc[job_id, f"{k}_s"] for k in kinds]
+        assert got == pytest.approx(expect), (job_id, got, expect)

@@ -87,16 +87,23 @@ def test_report_splits_waits_three_ways(store: tuple[Path, Path]) -> None:
     t = _tables(json.loads(r.stdout), ("table2", "table2_causes", "wait_seconds"))
     causes = t["table2_causes"].set_index("delay_type")["gpus_2_4"].to_dict()
     # b0 fair-share, a2 fragmentation (20 min against 5 of capacity), a1 capacity.
-    assert causes == {"fair_share": 1, "fragmentation": 1, "capacity": 1, "other": 0}
+    assert causes == {
+        "fair_share": 1,
+        "fragmentation": 1,
+        "capacity": 1,
+        "other": 0,
+        "undetermined": 0,
+    }
     # The paper's two-way view: capacity is part of its fragmentation (a1 and a2).
     paper = t["table2"].set_index("delay_type")["gpus_2_4"].to_dict()
-    assert paper == {"fair_share": 1, "fragmentation": 2, "other": 0}
+    assert paper == {"fair_share": 1, "fragmentation": 2, "other": 0, "undetermined": 0}
     share = t["wait_seconds"].set_index("gpu_bucket").loc["all"]
     assert share["wait_hours"] == pytest.approx(70 / 60)
     assert share["fair_share_pct"] == pytest.approx(100 * 20 / 70)
     assert share["fragmentation_pct"] == pytest.approx(100 * 20 / 70)
     assert share["capacity_pct"] == pytest.approx(100 * 30 / 70)
     assert share["other_pct"] == pytest.approx(0.0)
+    assert share["undetermined_pct"] == 0.0
 
 
 def test_replay_metrics_follow_the_same_causes(store: tuple[Path, Path], tmp_path: Path) -> None:

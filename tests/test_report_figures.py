@@ -64,6 +64,7 @@ def test_table2_legend_says_no_job_waited(no_wait_store: Path) -> None:
         "fragmentation",
         "capacity",
         "other",
+        "undetermined",
     ]
     assert "no job waited" in legend.get_title().get_text()
     texts = [t.get_text() for t in fig.axes[0].texts]

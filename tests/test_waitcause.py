@@ -8,6 +8,9 @@ import pytest
 
 from philly_analyze.waitcause import (
     CAUSES,
+    REPORT_CAUSES,
+    UNKNOWN_DEMAND,
+    MostHeld,
     Steps,
     build_steps,
     server_events,
@@ -165,3 +168,81 @@ def test_build_steps_matches_brute_force(seed: int) -> None:
         best = max(int((whole & (rack == r)).sum()) for r in range(3))
         got = (steps.free_total[j], steps.max_free[j], steps.whole[j])
         assert got == (free.sum(), free.max(), best), (seed, j)
+
+
+# ------------------------------------------------------------------------ incomplete data
+def _secs(split, row: int) -> dict[str, float]:
+    return {c: split.us[row, i] / S for i, c in enumerate(split.causes) if split.us[row, i]}
+
+
+def test_unknown_demand_decides_only_what_any_demand_gives() -> None:
+    """The hand steps, VC quota 6, a job of unknown demand (at least 1 GPU, at most any):
+    step 1 [0,10) used 4, 0 free: 1 GPU is capacity (4 + 1 <= 6), 3 GPUs fair-share (4 + 3 >
+    6): undetermined. Quota 4 there: 4 + 1 > 4, fair-share whatever the demand. Steps 2-5:
+    GPUs free and quota left: 1 GPU waits for "other", more for fragmentation, capacity or
+    fair-share: undetermined. Without quotas, step 1 (0 free) is capacity for any demand.
+    (Before, an unknown demand was taken as 0 GPUs: never fair-share, capacity or
+    fragmentation, so every such moment read "other".)"""
+    steps, used = _hand_steps()
+    vc = np.zeros(3, int)
+    n = np.full(3, UNKNOWN_DEMAND)
+    a, b = np.array([0, 0, 0]) * S, np.array([10, 10, 40]) * S
+    most = MostHeld()  # nothing else unknown: the most held is the least
+    split = split_waits(steps, vc, n, a, b, lambda v: used, {0: 6}, most=most)
+    assert split.causes == REPORT_CAUSES
+    assert _secs(split, 0) == {"undetermined": 10}
+    assert _secs(split, 2) == {"undetermined": 40}
+    at_quota = split_waits(steps, vc, n, a, b, lambda v: used, {0: 4}, most=most)
+    # quota 4: fair-share wherever used(v) >= 4, i.e. step 1 only.
+    assert _secs(at_quota, 0) == {"fair_share": 10}
+    assert _secs(at_quota, 2) == {"fair_share": 10, "undetermined": 30}
+    free = split_waits(steps, vc, n, a, b, lambda v: used, None, most=most)
+    assert _secs(free, 0) == {"capacity": 10}
+    assert _secs(free, 2) == {"capacity": 10, "undetermined": 30}
+    # Without the bounds an unknown demand is refused, never guessed.
+    with pytest.raises(ValueError, match="unknown demand"):
+        split_waits(steps, vc, n, a, b, lambda v: used, {0: 6})
+
+
+def test_two_bounds_of_the_cluster_state() -> None:
+    """The hand steps as the least held (servers A and B); the most adds an attempt of VC 1
+    whose end is unknown, holding all of server A (4 GPUs) from 20 s on. In the least, A is
+    the wholly free server of step 3 and holds step 4's 2 free GPUs; so in the most:
+
+    step   span      free  max_free  whole  used(VC 1)
+    3      [20,30)   0     0         0      4
+    4      [30,40)   0     0         0      4
+    5      [40,..)   4     4         1      4
+    (steps 0-2 as the least). Quotas VC 0 = 6, VC 1 = 4. Waits:
+    - 2 GPUs, VC 0, [20,45): least other throughout; most capacity (0 free) on [20,40), other
+      on [40,45): 20 s undetermined, 5 s other;
+    - 1 GPU, VC 1, [20,45): least other; most 4 + 1 > 4, fair-share: 25 s undetermined;
+    - 4 GPUs, VC 0, [10,20), before the attempt began: fragmentation in both (4 free as 2 + 2);
+    - 1 GPU, VC 0, [40,45): one server has 4 free in both: 5 s other."""
+    steps, used = _hand_steps()
+    most_steps = Steps(
+        steps.bounds,
+        free_total=np.array([8, 0, 4, 0, 0, 4]),
+        max_free=np.array([4, 0, 2, 0, 0, 4]),
+        whole=np.array([2, 0, 0, 0, 0, 1]),
+        largest=4,
+    )
+    usage = {0: used, 1: np.zeros(6, int)}
+    usage_most = {0: used, 1: np.array([0, 0, 0, 4, 4, 4])}
+    most = MostHeld(most_steps, lambda v: usage_most[v])
+    vc = np.array([0, 1, 0, 0])
+    n = np.array([2, 1, 4, 1])
+    a = np.array([20, 20, 10, 40]) * S
+    b = np.array([45, 45, 20, 45]) * S
+    split = split_waits(steps, vc, n, a, b, lambda v: usage[v], {0: 6, 1: 4}, most=most)
+    assert _secs(split, 0) == {"other": 5, "undetermined": 20}
+    assert _secs(split, 1) == {"undetermined": 25}
+    assert _secs(split, 2) == {"fragmentation": 10}
+    assert _secs(split, 3) == {"other": 5}
+    # Quota 0 for VC 0: fair-share at both bounds, whatever the cluster held.
+    zero = split_waits(steps, vc, n, a, b, lambda v: usage[v], {0: 0, 1: 4}, most=most)
+    assert _secs(zero, 0) == {"fair_share": 25}
+    # The same waits without bounds: the four causes, as the replay computes them.
+    plain = split_waits(steps, vc, n, a, b, lambda v: usage[v], {0: 6, 1: 4})
+    assert plain.causes == CAUSES and plain.us.shape == (4, 4)
+    assert _secs(plain, 0) == {"other": 25}

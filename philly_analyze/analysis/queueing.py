@@ -14,16 +14,20 @@ the attempt it waited for), by the one definition in ``philly_analyze.waitcause`
 **fair_share** (``used(v) + n > quota(v)``), else **capacity** (fewer than ``n`` GPUs free in
 the whole cluster), else **fragmentation** (``n`` GPUs free, but no placement meeting
 ``locality.fits_strict``), else **other** (quota left and a placement free, yet the job
-waited). The classification is a step function between change points (attempt starts and
-ends), so each interval's seconds of each cause are integrals computed with prefix sums,
-vectorised per (VC, demand) pair.
+waited), or **undetermined** where the data cannot tell: a waiting job's GPU demand unknown
+(``waitcause.UNKNOWN_DEMAND``), or attempts whose end or GPU count is unknown, which the
+cluster state holds between two bounds (``clusterstate``; ``waitcause``, *Incomplete data*):
+a moment whose cause differs between the bounds is undetermined. The classification is a step
+function between change points (attempt starts and ends), so each interval's seconds of each
+cause are integrals computed with prefix sums, vectorised per (VC, demand) pair.
 
 Per job (``decompose``): seconds of each cause summed over its waits, and ``cause``: the cause
-with the most seconds (ties: fair_share, fragmentation, capacity, other), ``none`` for a job
-that never waited. ``cause_paper`` is the same choice over the paper's Table 2 categories
+with the most seconds (ties: fair_share, fragmentation, capacity, other), ``undetermined``
+when its undetermined seconds could change which that is, ``none`` for a job that never
+waited. ``cause_paper`` is the same choice over the paper's Table 2 categories
 (``waitcause.PAPER_CAUSE``: fragmentation and capacity are the paper's fragmentation; other
-stays apart), ``cause_two_way`` over fair-share against every quota-left second (other counted
-as fragmentation too), for ground truths that record two causes. ``table2`` counts waiting jobs
+and undetermined stay apart), ``cause_two_way`` over fair-share against every quota-left
+second (other counted as fragmentation too), for ground truths that record two causes. ``table2`` counts waiting jobs
 by ``cause_paper`` beside the paper's counts; ``table2_causes`` by ``cause``. A job that never
 started waited from submit to its end in the scheduler log (``scheduler_events``: the app's
 FINISHED, FAILED or KILLED transition, e.g. cancelled in the queue); without such a log it is
@@ -47,11 +51,17 @@ from philly_analyze.analysis.common import (
 )
 from philly_analyze.analysis.result import ResultTable, Section
 from philly_analyze.store import Store
-from philly_analyze.waitcause import CAUSES, PAPER_CAUSE, split_waits
+from philly_analyze.waitcause import (
+    CAUSES,
+    PAPER_CAUSE,
+    REPORT_CAUSES,
+    UNKNOWN_DEMAND,
+    split_waits,
+)
 
-WAIT_KINDS: tuple[str, ...] = CAUSES
+WAIT_KINDS: tuple[str, ...] = REPORT_CAUSES
 #: Table 2's rows in the paper's view: its two causes, and ours that the paper has no row for.
-PAPER_KINDS: tuple[str, ...] = ("fair_share", "fragmentation", "other")
+PAPER_KINDS: tuple[str, ...] = ("fair_share", "fragmentation", "other", "undetermined")
 #: Table 2 bucket columns: our label -> column name (paper's CSV names).
 _T2_COLS = {"1": "gpus_1", "2-4": "gpus_2_4", "5-8": "gpus_5_8", ">8": "gpus_gt8"}
 PER_JOB_COLUMNS = (
@@ -67,6 +77,7 @@ PER_JOB_COLUMNS = (
     "fragmentation_s",
     "capacity_s",
     "other_s",
+    "undetermined_s",
     "cause",
     "cause_paper",
     "cause_two_way",
@@ -75,7 +86,8 @@ PER_JOB_COLUMNS = (
 
 def waits(ctx: Context) -> pd.DataFrame:
     """Every waiting interval of the scoped jobs: job_id, attempt_idx, kind (initial/retry),
-    vc, n (GPUs), a_us, b_us (epoch microseconds; b may precede a for clock glitches)."""
+    vc, n (GPUs, ``waitcause.UNKNOWN_DEMAND`` when the data does not give them), a_us, b_us
+    (epoch microseconds; b may precede a for clock glitches)."""
     return ctx.cached("queueing_waits", lambda: _waits(ctx)).copy()
 
 
@@ -87,7 +99,8 @@ def _waits(ctx: Context) -> pd.DataFrame:
         unstarted = f"""
         UNION ALL
         SELECT j.job_id, 0 AS attempt_idx, 'unstarted' AS kind, coalesce(j.vc, '') AS vc,
-               coalesce(j.num_gpus, 0)::BIGINT AS n, epoch_us(j.submit_time) AS a_us,
+               coalesce(j.num_gpus, {UNKNOWN_DEMAND})::BIGINT AS n,
+               epoch_us(j.submit_time) AS a_us,
                epoch_us(e.t) AS b_us
         FROM {ctx.jobs} j JOIN (
             SELECT job_id, min(time) AS t FROM scheduler_events
@@ -103,7 +116,8 @@ def _waits(ctx: Context) -> pd.DataFrame:
         SELECT * FROM (
         SELECT a.job_id, a.attempt_idx,
                CASE WHEN a.first THEN 'initial' ELSE 'retry' END AS kind,
-               coalesce(j.vc, '') AS vc, coalesce(a.num_gpus, j.num_gpus, 0)::BIGINT AS n,
+               coalesce(j.vc, '') AS vc,
+               coalesce(a.num_gpus, j.num_gpus, {UNKNOWN_DEMAND})::BIGINT AS n,
                epoch_us(CASE WHEN a.first THEN j.submit_time ELSE a.prev_end END) AS a_us,
                epoch_us(a.start_time) AS b_us
         FROM a JOIN {ctx.jobs} j USING (job_id)
@@ -114,8 +128,8 @@ def _waits(ctx: Context) -> pd.DataFrame:
 
 
 def decompose(ctx: Context) -> pd.DataFrame:
-    """Per scoped job that started: seconds of fair-share, fragmentation and other waiting
-    (columns ``PER_JOB_COLUMNS``; join on job_id). Cached per context."""
+    """Per scoped job that waited or started: seconds of each of ``WAIT_KINDS`` (columns
+    ``PER_JOB_COLUMNS``; join on job_id). Cached per context."""
     return ctx.cached("queueing_per_job", lambda: _decompose(ctx))
 
 
@@ -134,24 +148,8 @@ def _decompose(ctx: Context) -> pd.DataFrame:
         f"FROM {ctx.jobs} ORDER BY job_id"
     )
     jobs = jobs[jobs["started"] | jobs["job_id"].isin(w["job_id"])]
-    a = w["a_us"].to_numpy(np.int64)
-    b = w["b_us"].to_numpy(np.int64)
-    wait = np.maximum(b - a, 0) / 1e6
-    secs = np.zeros((len(w), len(WAIT_KINDS)))
-    pos = np.flatnonzero(wait > 0)
-    if len(pos):
-        tl = ctx.cached(
-            "timeline", lambda: clusterstate.build(ctx, int(a[pos].min()), int(b.max()))
-        )
-        secs = split_waits(
-            tl.steps,
-            w["vc"].to_numpy(object),
-            w["n"].to_numpy(np.int64),
-            a,
-            b,
-            tl.vc_usage,
-            ctx.quotas,
-        ).seconds()
+    wait = np.maximum(w["b_us"].to_numpy(np.int64) - w["a_us"].to_numpy(np.int64), 0) / 1e6
+    secs = _wait_causes(ctx, w)
     per = pd.DataFrame(
         {
             "job_id": w["job_id"],
@@ -168,22 +166,59 @@ def _decompose(ctx: Context) -> pd.DataFrame:
     out["wait_s"] = out["queue_delay_s"] + out["retry_wait_s"]
     out["gpu_bucket"] = gpu_bucket(out["num_gpus"].fillna(0).to_numpy())
     waited = out["wait_s"] > 0
-    out["cause"] = _main_cause(out, {k: (k,) for k in WAIT_KINDS}, waited)
-    paper_kinds = {k: tuple(c for c in WAIT_KINDS if PAPER_CAUSE[c] == k) for k in PAPER_KINDS}
+    out["cause"] = _main_cause(out, {k: (k,) for k in CAUSES}, waited)
+    paper_kinds = {k: tuple(c for c in CAUSES if PAPER_CAUSE[c] == k) for k in PAPER_KINDS[:-1]}
     out["cause_paper"] = _main_cause(out, paper_kinds, waited)
     # Schedulers that record two causes call every quota-left second fragmentation.
-    two = {"fair_share": ("fair_share",), "fragmentation": WAIT_KINDS[1:]}
+    two = {"fair_share": ("fair_share",), "fragmentation": CAUSES[1:]}
     out["cause_two_way"] = _main_cause(out, two, waited)
     return out[list(PER_JOB_COLUMNS)].reset_index(drop=True)
+
+
+def _wait_causes(ctx: Context, w: pd.DataFrame) -> np.ndarray:
+    """Seconds of each of ``WAIT_KINDS`` per wait of ``waits``; also caches, per wait, the
+    seconds during which an attempt whose end is unknown may have held GPUs (for the notes)."""
+    a = w["a_us"].to_numpy(np.int64)
+    b = w["b_us"].to_numpy(np.int64)
+    secs = np.zeros((len(w), len(WAIT_KINDS)))
+    overlap = np.zeros(len(w))
+    pos = np.flatnonzero(b > a)
+    if len(pos):
+        tl = ctx.cached(
+            "timeline", lambda: clusterstate.build(ctx, int(a[pos].min()), int(b.max()))
+        )
+        split = split_waits(
+            tl.steps,
+            w["vc"].to_numpy(object),
+            w["n"].to_numpy(np.int64),
+            a,
+            b,
+            tl.vc_usage,
+            ctx.quotas,
+            most=tl.most_held(),
+        )
+        secs = split.seconds()
+        if tl.end_unknown:
+            overlap = tl.end_unknown_us(a, b) / 1e6
+    ctx.cache["queueing_wait_causes"] = (secs, overlap)
+    return secs
 
 
 def _main_cause(
     per: pd.DataFrame, groups: dict[str, tuple[str, ...]], waited: pd.Series
 ) -> np.ndarray:
     """The group of causes with the most seconds (ties: the first group), ``none`` for jobs
-    that never waited."""
+    that never waited, ``undetermined`` when the undetermined seconds could change which
+    group that is (the leader would not keep the lead if they all went to a rival)."""
     secs = np.column_stack([per[[f"{c}_s" for c in cs]].sum(axis=1) for cs in groups.values()])
-    cause = np.array(list(groups), dtype=object)[np.argmax(secs, axis=1)]
+    und = per["undetermined_s"].to_numpy(float)[:, None]
+    best = np.argmax(secs, axis=1)[:, None]
+    lead = np.take_along_axis(secs, best, axis=1)
+    rival = secs + und
+    order = np.arange(secs.shape[1])[None, :]
+    keeps = (lead > rival) | ((lead == rival) & (best < order)) | (order == best)
+    cause = np.array(list(groups), dtype=object)[best[:, 0]]
+    cause = np.where(keeps.all(axis=1), cause, "undetermined")
     return np.where(waited, cause, "none")
 
 
@@ -300,23 +335,28 @@ def _table2(per: pd.DataFrame) -> list[ResultTable]:
             description="A job counts under the cause that took most of its waiting time; "
             "fragmentation here is the paper's: no placement free with quota left, i.e. our "
             "fragmentation + capacity; other (no paper row): quota and a placement free; "
-            "gpus_unknown (when present): jobs that ended in the queue, demand unknown.",
+            "undetermined (no paper row): the moments whose cause the data cannot tell could "
+            "change which cause took most; gpus_unknown (when present): jobs whose GPU demand "
+            "is unknown (ended in the queue, or a source that names no GPUs).",
         ),
         ResultTable(
             "table2_causes",
             "Waiting jobs by main cause of their wait and GPU demand: fair-share, "
-            "fragmentation, capacity, other",
+            "fragmentation, capacity, other, undetermined",
             _cause_counts(waiting, "cause", WAIT_KINDS, with_paper=False),
             description="fair_share: the VC at or past its quota; capacity: quota left, fewer "
             "GPUs free in the whole cluster than the job needs; fragmentation: quota left, "
             "enough GPUs free, none in a placement meeting the locality constraint; other: "
-            "quota and a placement free, yet the job waited.",
+            "quota and a placement free, yet the job waited; undetermined: the data cannot "
+            "tell (an unknown GPU demand, or an attempt whose end is unknown, on which the "
+            "cause depends: see the notes).",
         ),
         ResultTable(
             "wait_seconds",
             "Share of waiting time by cause and GPU demand",
             pd.DataFrame(secs),
-            description="Seconds of each cause over all waits (first start and retries).",
+            description="Seconds of each cause over all waits (first start and retries); "
+            "undetermined: moments whose cause the data cannot tell.",
         ),
     ]
 
@@ -386,11 +426,48 @@ def _notes(ctx: Context, sec: Section, per: pd.DataFrame) -> None:
 
 
 def _end_unknown_notes(ctx: Context, sec: Section, with_timeline: bool) -> None:
-    """Attempts without a recorded end in jobs that ended (``attempts.timing``): the cluster
-    state leaves them out, and a retry after one has no known start of its wait."""
-    note = ctx.runs_note(whole_store=True)
-    if note and with_timeline:
-        sec.notes.append(f"cluster state: {note}")
+    """What the data leaves open and how much of the waiting it makes undetermined: waits of
+    unknown demand, attempts without a recorded end in jobs that ended (``attempts.timing``),
+    attempts of unknown GPU count; and a retry after an attempt without an end has no known
+    start of its wait."""
+    tl = ctx.cache.get("timeline")
+    done = ctx.cache.get("queueing_wait_causes")
+    if with_timeline and tl is not None and done is not None:
+        secs, overlap = done
+        w = waits(ctx)
+        und = secs[:, WAIT_KINDS.index("undetermined")]
+        length = np.maximum(w["b_us"] - w["a_us"], 0).to_numpy() / 1e6
+        demand = (w["n"] == UNKNOWN_DEMAND).to_numpy() & (length > 0)
+        if demand.any():
+            sec.notes.append(
+                f"{int(demand.sum()):,} waits ({_dur(length[demand].sum())}) are of jobs whose "
+                "GPU demand is unknown (ended in the queue before any attempt, or a source that "
+                "names no GPUs): a moment is decided only where every demand of at least 1 GPU "
+                "gives the same cause (fair-share when even 1 GPU would take the VC past its "
+                f"quota); {_dur(und[demand].sum())} of them undetermined"
+            )
+        known_und = _dur(und[~demand].sum())
+        if tl.end_unknown:
+            jobs = ctx.scalar(
+                f"SELECT count(DISTINCT job_id) FROM {ctx.all_attempts} "
+                "WHERE timing = 'end_unknown'"
+            )
+            hit = overlap > 0
+            sec.notes.append(
+                f"cluster state: {tl.end_unknown:,} attempts of {int(jobs):,} jobs have no "
+                "recorded end although the job ended (a final status or a later attempt): each "
+                "held its GPUs from its start for a time the data does not give, at most to its "
+                "job's next attempt or the end of the data, and the causes are computed at both "
+                f"bounds; {int(hit.sum()):,} waits ({_dur(overlap.sum())}) overlap such a "
+                f"possible run; {known_und} of the waits of known demand are undetermined "
+                "(the two bounds give different causes)"
+            )
+        if tl.gpus_unknown:
+            sec.notes.append(
+                f"{tl.gpus_unknown:,} attempts have no known GPU count: each counts for its VC "
+                "as at least 1 GPU and at most any number, and a moment whose cause depends on "
+                f"it is undetermined ({known_und} of the waits of known demand are)"
+            )
     unknown = ctx.scalar(
         f"""SELECT count(*) FROM (
             SELECT lag(end_time) OVER w AS prev_end, row_number() OVER w > 1 AS retry
@@ -403,3 +480,12 @@ def _end_unknown_notes(ctx: Context, sec: Section, with_timeline: bool) -> None:
             f"{int(unknown):,} retries follow an attempt whose end is not recorded: their wait "
             "is unknown and left out"
         )
+
+
+def _dur(seconds: float) -> str:
+    """Seconds as a short duration (hours from one hour up)."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:,.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:,.1f} min"
+    return f"{seconds:,.0f} s"

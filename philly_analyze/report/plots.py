@@ -127,7 +127,7 @@ def table2_causes(report: Report) -> Figure | None:
     from matplotlib.patches import Patch
 
     t2 = sec.frame("table2").set_index("delay_type")
-    # Our bar by the four causes; the paper's by its two (its fragmentation = ours + capacity).
+    # Our bar by our causes; the paper's by its two (its fragmentation = ours + capacity).
     mine = (
         sec.frame("table2_causes").set_index("delay_type") if sec.has_table("table2_causes") else t2
     )
@@ -139,6 +139,8 @@ def table2_causes(report: Report) -> Figure | None:
         "fragmentation": "#d62728",
         "capacity": "#ff9f40",
         "other": "#bbbbbb",
+        # Moments the data cannot tell (waitcause.UNDETERMINED): pale, apart from the causes.
+        "undetermined": "#c5b0d5",
     }
     kinds = [(k, colors[k]) for k in colors if k in mine.index]
     xt, xl = [], []
@@ -178,7 +180,8 @@ def table2_causes(report: Report) -> Figure | None:
     ax.set_ylim(0, 100)
     ax.set_xlabel(
         "GPU demand; left bar computed, right bar (hatched) the paper's Table 2\n"
-        "(the paper's fragmentation counts our fragmentation and capacity)"
+        "(the paper's fragmentation counts our fragmentation and capacity;\n"
+        "undetermined: moments whose cause the data cannot tell)"
     )
     # The legend names the colours whichever bars were drawn (proxies, never empty).
     handles = [Patch(color=c, label=k.replace("_", "-")) for k, c in kinds]
