@@ -458,6 +458,191 @@ TABLES: dict[str, Table] = {
 PHYSICAL_TABLES = tuple(TABLES)
 
 
+# ------------------------------------------------------------------ other files of a store
+# A store's folder holds its catalog, ``parquet/`` and, for the outputs of some commands,
+# these files (declared here, written in a batch and read through ``store.Store``): nothing
+# else in a store's folder is the store's.
+
+
+@dataclass(frozen=True)
+class Field:
+    """One top-level field of a JSON artefact: name, JSON type (``JSON_TYPES``), meaning."""
+
+    name: str
+    type: str
+    doc: str
+    nullable: bool = False
+    #: False for a field that files written before it existed lack (read as None).
+    required: bool = True
+
+
+#: JSON type of a ``Field`` -> the Python types it holds (``bool`` is no integer here).
+JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A file of a store beside its catalog and tables, e.g. a replay's settings.
+
+    Parquet and CSV artefacts have ``table`` (their columns, as a table has); JSON artefacts
+    have ``fields`` (their top-level keys). ``Batch.write_artifact`` stages one with the
+    batch's tables and ``Store.commit`` publishes them together; ``Store.read_artifact``
+    reads it back conformed to this declaration."""
+
+    name: str
+    #: Path relative to the store directory.
+    file: str
+    doc: str
+    #: The command that writes it (Markdown).
+    written_by: str
+    table: Table | None = None
+    fields: tuple[Field, ...] = ()
+
+    @property
+    def format(self) -> str:
+        """``parquet``, ``json`` or ``csv`` (from the file name)."""
+        return self.file.rsplit(".", 1)[-1]
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of a Parquet or CSV artefact."""
+        if self.table is None:
+            raise ValueError(f"{self.file} has fields, not columns")
+        return self.table.physical_schema
+
+
+REPLAY_SETTINGS = Artifact(
+    "replay",
+    "replay.json",
+    "What produced a replayed schedule, enough to reproduce it. Its presence marks a store "
+    "written by replay (which replaces only such a store).",
+    "`replay --out`",
+    fields=(
+        Field("policy", "string", "The policy's registered name (`replay --list-policies`)."),
+        Field("params", "object", "Every parameter of the policy, defaults filled."),
+        Field("seed", "integer", "Seed handed to the policy."),
+        Field("quotas", "object", "GPUs per VC the policy enforced (`{}` without quotas)."),
+    ),
+)
+
+VC_QUOTAS = Artifact(
+    "vc_quotas",
+    "vc_quotas.csv",
+    "The VC quotas a replay enforced, as a quota file (`--quotas`, `--vc-quotas`): "
+    "`vcquota.quotas_for_store` reads it when no quota file is given, so the report's "
+    "decomposition of a replayed schedule and a replay of it use the quotas its scheduler used.",
+    "`replay --out`, for a policy that uses quotas",
+    table=Table(
+        "vc_quotas",
+        "Header `vc,gpus`, one row per VC, sorted by VC.",
+        (
+            _c("vc", STR, "Virtual cluster.", nullable=False),
+            _c("gpus", I64, "Its quota, GPUs.", nullable=False),
+        ),
+    ),
+)
+
+WAITING = Artifact(
+    "waiting",
+    "waiting.parquet",
+    "The true waiting causes of a replayed schedule, as its scheduler saw them (the report's "
+    "queueing decomposition rebuilds them from the attempts and placements alone).",
+    "`replay --out` (empty for sharing policies)",
+    table=Table(
+        "waiting",
+        "One row per attempt that waited and cause, in attempt order then cause order.",
+        (
+            _c("job_id", STR, "Job id."),
+            _c("attempt_idx", I32, "0-based attempt index."),
+            _c("start", UTC_TS, "First moment of that cause in the attempt's wait."),
+            _c("end", UTC_TS, "End of its last piece."),
+            _c(
+                "seconds",
+                F64,
+                "Its total, seconds: less than end - start when other causes came in between.",
+            ),
+            _c("cause", STR, "fair_share, fragmentation, capacity or other (`waitcause.CAUSES`)."),
+        ),
+    ),
+)
+
+SHARING = Artifact(
+    "sharing",
+    "sharing.json",
+    "A sharing replay's own output: what the report's GPU sharing section and its figures show.",
+    "`replay --out`, for a sharing policy (muxflow, dedicated, mps-naive)",
+    fields=(
+        Field("policy", "string", "The sharing policy."),
+        Field(
+            "metrics",
+            "object",
+            "Every sharing metric of the run, fractions 0-1 (docs/muxflow.md lists each key).",
+        ),
+        Field(
+            "slowdown_hist",
+            "object",
+            "Histogram of ln(online latency slowdown) over shared online GPU-minutes: `bin` "
+            "(its width), `index` (the bins with a count), `count`.",
+        ),
+        Field(
+            "paper_side",
+            "string",
+            "Which of MuxFlow's published numbers the run stands beside: `before` (a cluster "
+            "without sharing), `after` (MuxFlow deployed) or null (none). Files written before "
+            "it was recorded lack it: read as the side their policy had then.",
+            nullable=True,
+            required=False,
+        ),
+        Field(
+            "color",
+            "string",
+            "The policy's line colour in figures (null: matplotlib's cycle); read as "
+            "`paper_side` is in older files.",
+            nullable=True,
+            required=False,
+        ),
+    ),
+)
+
+SHARING_TIMESERIES = Artifact(
+    "sharing_timeseries",
+    "sharing_timeseries.parquet",
+    "A sharing replay's cluster means per simulated step (the report's day figure).",
+    "`replay --out`, for a sharing policy",
+    table=Table(
+        "sharing_timeseries",
+        "One row per step of the simulation (`step_minutes`); utilization, SM activity and "
+        "memory are fractions 0-1 of a GPU.",
+        (
+            _c("minute", F64, "Start of the step, minutes since the start of the simulation."),
+            _c("util_online", F64, "Mean GPU utilization of the online GPUs."),
+            _c("sm_online", F64, "Mean SM activity of the online GPUs."),
+            _c("mem_online", F64, "Mean memory used on the online GPUs (of capacity)."),
+            _c("util_all", F64, "Mean GPU utilization of all GPUs (online and training-only)."),
+            _c("sm_all", F64, "Mean SM activity of all GPUs."),
+            _c("mem_all", F64, "Mean memory used on all GPUs."),
+            _c("shared_gpus", I64, "Online GPUs running offline work."),
+            _c("slowdown_mean", F64, "Mean online latency slowdown on shared GPUs (1: none)."),
+            _c("slo_violations", I64, "Online GPUs over their latency SLO."),
+            _c("online_down", I64, "Online GPUs down (an offline error's outage)."),
+            _c("running_jobs", I64, "Offline jobs running."),
+            _c("pending_jobs", I64, "Offline jobs waiting."),
+        ),
+    ),
+)
+
+ARTIFACTS: dict[str, Artifact] = {
+    a.name: a for a in (REPLAY_SETTINGS, VC_QUOTAS, WAITING, SHARING, SHARING_TIMESERIES)
+}
+
+
 def logical_table(name: str) -> str:
     """The table whose rows a physical table's files hold (itself, or what it is a wide form of)."""
     return TABLES[name].wide_form_of or name
@@ -505,11 +690,13 @@ def empty_table(table: str, physical: bool = True) -> pa.Table:
     return (t.physical_schema if physical else t.schema).empty_table()
 
 
-def conform(table: str, data: pa.Table | dict[str, object]) -> pa.Table:
-    """Cast ``data`` to the physical schema of ``table``: right types, column order, missing
-    nullable columns filled with NULL. Raises ``ValueError`` for unknown or missing required
-    columns, so a parser cannot silently write a different shape."""
-    t = TABLES[table]
+def conform(table: str | Table, data: pa.Table | dict[str, object]) -> pa.Table:
+    """Cast ``data`` to the physical schema of ``table`` (a name of ``TABLES``, or a table such
+    as an artefact's): right types, column order, missing nullable columns filled with NULL.
+    Raises ``ValueError`` for unknown or missing required columns, so a parser cannot silently
+    write a different shape."""
+    t = TABLES[table] if isinstance(table, str) else table
+    table = t.name
     if isinstance(data, dict):
         data = pa.table(data)
     names = set(data.column_names)
@@ -597,7 +784,33 @@ def markdown() -> str:
         out += _markdown_table(t, f"{INTERNAL_SCHEMA}.{t.name}_all")
     for t in (FILES, META):
         out += _markdown_table(t, f"{INTERNAL_SCHEMA}.{t.name}")
+    out += _markdown_artifacts()
     return "\n".join(out)
+
+
+def _markdown_artifacts() -> list[str]:
+    out = [
+        "# Other files of a store",
+        "",
+        "Beside `catalog.duckdb` and `parquet/`, a store's folder holds these files when the "
+        "command that wrote the store makes them, and nothing else. They are written with the "
+        "store's tables in one batch (`Batch.write_artifact`, published by `Store.commit`) and "
+        "read through `Store.read_artifact`, which conforms them to the columns and fields below "
+        "(an optional field that older files lack is absent from what it returns).",
+        "",
+    ]
+    for a in ARTIFACTS.values():
+        out += [f"## `{a.file}`", "", f"{a.doc} Written by {a.written_by}.", ""]
+        if a.table is not None:
+            out += _markdown_table(a.table)[2:]
+            continue
+        out += ["| field | type | meaning |", "|---|---|---|"]
+        for f in a.fields:
+            kind = f.type + (" or null" if f.nullable else "")
+            kind += "" if f.required else " (optional)"
+            out.append(f"| `{f.name}` | {kind} | {f.doc} |")
+        out.append("")
+    return out
 
 
 if __name__ == "__main__":

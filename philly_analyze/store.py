@@ -7,13 +7,20 @@ Layout of a store directory::
                                    _files (the live Parquet files), _meta, <table>_all views
     parquet/<table>/<batch>-<n>.parquet
     parquet/<table>/month=YYYY-MM/<batch>-<n>.parquet     (time series)
+    replay.json, waiting.parquet, ...   other files of some outputs (``schemas.ARTIFACTS``)
+
+Nothing else in the folder is the store's: every other file is declared in ``schemas.py``
+(``ARTIFACTS``, e.g. a replay's settings and true waiting causes), written in a batch with
+``Batch.write_artifact`` and read with ``Store.read_artifact``, which conforms it to its
+declaration (files written by older versions included).
 
 Writes are batches (one per ingested source, or one per replay/synth output). A batch stages
 its files under ``.staging/<batch>/``, moves them into ``parquet/`` and only then, in one
 DuckDB transaction, lists them in ``_files``, records the batch in ``ingest_log`` and rebuilds
 the views. Views read only files listed in ``_files``, so a batch that fails or is interrupted
 at any point leaves the previous state readable; its stray files are removed the next time the
-store is opened for writing.
+store is opened for writing. A batch's other files are moved into place just before that
+transaction and put back as they were if it fails.
 
 The views hold absolute paths (DuckDB resolves a relative path against the working directory
 or ``file_search_path``, never against the database file), so a store that was moved or copied
@@ -49,7 +56,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from philly_analyze import schemas
+from philly_analyze import artifacts, schemas
 from philly_analyze.errors import StoreError, io_failure, unwritable
 
 STORE_VERSION = 1
@@ -59,10 +66,16 @@ VIEWS_VERSION = "5"
 #: Where the bookkeeping lives (``_files``, ``_meta``, ``<table>_all``).
 INTERNAL = schemas.INTERNAL_SCHEMA
 DEFAULT_STORE = "philly-store"
+#: The catalog's file in a store directory: a directory with one is a store.
+CATALOG_FILE = "catalog.duckdb"
 PARQUET_OPTS: dict[str, Any] = {"compression": "zstd"}
 #: Rows per Parquet row group in DuckDB-written files: larger than DuckDB's default (122,880),
 #: which writes long time series faster (measured ~7% on cluster_gpu_util) and scans no slower.
 ROW_GROUP_ROWS = 1_000_000
+#: Where a batch stages its artefacts (inside its staging folder; not a table's name), and
+#: keeps the files they replace until its transaction has committed.
+ARTIFACT_STAGING = "_artifacts"
+ARTIFACT_REPLACED = "_replaced"
 
 
 def connect(database: str = ":memory:", *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -108,6 +121,8 @@ class Batch:
     _rejects: list[dict[str, Any]] = field(default_factory=list)
     _copies: int = 0
     log_entries: list[dict[str, Any]] = field(default_factory=list)
+    #: Names of the artefacts staged (``write_artifact``), in order.
+    artifacts: list[str] = field(default_factory=list)
 
     def write(self, table: str, data: pa.Table | dict[str, Any]) -> int:
         """Append rows to ``table`` (conformed to its physical schema). Returns rows written."""
@@ -178,6 +193,17 @@ class Batch:
         self.rows[table] = self.rows.get(table, 0) + written
         return written
 
+    def write_artifact(self, name: str, data: Any) -> None:
+        """Stage the store's file ``name`` (``schemas.ARTIFACTS``: a table for Parquet and CSV
+        files, a dict of the declared fields for JSON ones), published by ``Store.commit``
+        with the batch's tables; it replaces the store's file of that name."""
+        art = schemas.ARTIFACTS[name]
+        target = self.staging / ARTIFACT_STAGING / art.file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        artifacts.write(art, data, target)
+        if name not in self.artifacts:
+            self.artifacts.append(name)
+
     def reject(self, source: str, line_no: int | None, reason: str, raw: str | None) -> None:
         """Record one bad input row; written to the ``rejects`` table at commit."""
         self._rejects.append(
@@ -246,7 +272,7 @@ class Store:
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False):
         self.path = Path(path).resolve()
         self.read_only = read_only
-        self.catalog = self.path / "catalog.duckdb"
+        self.catalog = self.path / CATALOG_FILE
         if read_only and not self.catalog.exists():
             raise StoreError(
                 f"no store at {self.path} (no catalog.duckdb); create one with "
@@ -399,6 +425,8 @@ class Store:
             for w in b._writers.values():
                 _discard(w)
             shutil.rmtree(staging, ignore_errors=True)
+            with contextlib.suppress(OSError):  # only when empty: no other batch is staging
+                staging.parent.rmdir()
 
     def commit(
         self,
@@ -419,6 +447,7 @@ class Store:
             os.replace(src, dst)
             moved.append((table, rel, _file_rows(table, pq.ParquetFile(dst).metadata)))
         old_files: list[str] = []
+        published = self._publish_artifacts(batch)
         c = self.con
         c.execute("BEGIN TRANSACTION")
         try:
@@ -462,9 +491,29 @@ class Store:
             _rollback(c)
             for _, rel, _ in moved:
                 (self.path / rel).unlink(missing_ok=True)
+            _unpublish(published)
             raise
         for rel in old_files:
             (self.path / rel).unlink(missing_ok=True)
+
+    def _publish_artifacts(self, batch: Batch) -> list[tuple[Path, Path | None]]:
+        """Move the batch's staged artefacts into place. Returns (file, the file it replaced,
+        kept in the batch's staging folder until the batch ends) for ``_unpublish``."""
+        done: list[tuple[Path, Path | None]] = []
+        try:
+            for name in batch.artifacts:
+                rel = schemas.ARTIFACTS[name].file
+                dst, kept = self.path / rel, None
+                if dst.exists():
+                    kept = batch.staging / ARTIFACT_REPLACED / rel
+                    kept.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(dst, kept)
+                done.append((dst, kept))
+                os.replace(batch.staging / ARTIFACT_STAGING / rel, dst)
+        except BaseException:
+            _unpublish(done)
+            raise
+        return done
 
     def find_source(
         self, *, sha256: str | None = None, fingerprint: str | None = None
@@ -605,6 +654,21 @@ class Store:
         """The ingest_log as a DataFrame."""
         return self.df("SELECT * FROM ingest_log ORDER BY ingested_at, source")
 
+    # ------------------------------------------------------------------ other files
+    def artifact_path(self, name: str) -> Path:
+        """Where the store keeps its file ``name`` (``schemas.ARTIFACTS``)."""
+        return self.path / schemas.ARTIFACTS[name].file
+
+    def has_artifact(self, name: str) -> bool:
+        """Whether the store holds its file ``name``."""
+        return self.artifact_path(name).exists()
+
+    def read_artifact(self, name: str) -> Any:
+        """The store's file ``name`` conformed to its declaration (an Arrow table, or a dict
+        of the declared fields: ``artifacts.read``), or None when the store has none."""
+        path = self.artifact_path(name)
+        return artifacts.read(schemas.ARTIFACTS[name], path) if path.exists() else None
+
 
 def _ddl_columns(t: schemas.Table) -> str:
     cols = [f"{c.name} {schemas.duckdb_type(c.type)}" for c in t.columns]
@@ -628,6 +692,25 @@ def _move_to_internal(con: duckdb.DuckDBPyConnection) -> None:
     except BaseException:
         _rollback(con)
         raise
+
+
+def is_store(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a store directory (it has a catalog), without opening it."""
+    return (Path(path) / CATALOG_FILE).exists()
+
+
+def has_artifact(store_path: str | os.PathLike[str], name: str) -> bool:
+    """Whether the store at ``store_path`` holds its file ``name``, without opening it (e.g.
+    to tell a replay's output from another store before replacing it)."""
+    return (Path(store_path) / schemas.ARTIFACTS[name].file).exists()
+
+
+def _unpublish(published: Sequence[tuple[Path, Path | None]]) -> None:
+    """Undo ``Store._publish_artifacts``: remove the new files, put the replaced ones back."""
+    for dst, kept in reversed(published):
+        dst.unlink(missing_ok=True)
+        if kept is not None and kept.exists():
+            os.replace(kept, dst)
 
 
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:
@@ -872,7 +955,13 @@ def _canonical_views(
 
 
 #: What a store directory holds (``Store``): removed by ``created_or_nothing`` when empty.
-_STORE_ENTRIES = ("catalog.duckdb", "catalog.duckdb.wal", "parquet", ".staging")
+_STORE_ENTRIES = (
+    CATALOG_FILE,
+    f"{CATALOG_FILE}.wal",
+    "parquet",
+    ".staging",
+    *(a.file for a in schemas.ARTIFACTS.values()),
+)
 
 
 @contextmanager
@@ -881,7 +970,7 @@ def created_or_nothing(path: str | os.PathLike[str]) -> Iterator[None]:
     store it created holds no source, remove the store and every folder made for it, so a
     failed first ingest leaves nothing behind. An existing store is never touched."""
     p = Path(path).absolute()
-    if (p / "catalog.duckdb").exists():
+    if is_store(p):
         yield
         return
     # The top-most folder that does not exist yet (folders above it are the user's).
@@ -908,10 +997,10 @@ def created_or_nothing(path: str | os.PathLike[str]) -> Iterator[None]:
 
 def _holds_nothing(store: Path) -> bool:
     """Whether ``store`` has no catalog, or one that lists no file and no source."""
-    if not (store / "catalog.duckdb").exists():
+    if not is_store(store):
         return True
     try:
-        con = connect(str(store / "catalog.duckdb"), read_only=True)
+        con = connect(str(store / CATALOG_FILE), read_only=True)
     except duckdb.Error:
         return False  # unreadable (locked, damaged): not ours to remove
     try:

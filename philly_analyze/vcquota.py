@@ -13,8 +13,13 @@ import csv
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from philly_analyze import schemas
 from philly_analyze.errors import UserError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def load_quotas(path: str | Path) -> dict[str, int]:
@@ -41,10 +46,21 @@ def load_quotas(path: str | Path) -> dict[str, int]:
     return out
 
 
+def quota_table(quotas: Mapping[str, int]) -> pa.Table:
+    """Quotas as the rows of a quota file (``schemas.VC_QUOTAS``: vc, gpus; sorted by VC)."""
+    import pyarrow as pa
+
+    items = sorted(quotas.items())
+    return pa.table({"vc": [v for v, _ in items], "gpus": [int(n) for _, n in items]})
+
+
 def write_quotas(path: str | Path, quotas: Mapping[str, int]) -> Path:
-    """Write quotas as the CSV ``load_quotas`` reads (header ``vc,gpus``, sorted by VC)."""
+    """Write quotas as the CSV ``load_quotas`` reads (a store's ``vc_quotas.csv``: header
+    ``vc,gpus``, sorted by VC), e.g. synth's ground truth."""
+    from philly_analyze import artifacts
+
     p = Path(path)
-    p.write_text("vc,gpus\n" + "".join(f"{vc},{n}\n" for vc, n in sorted(quotas.items())))
+    artifacts.write(schemas.VC_QUOTAS, quota_table(quotas), p)
     return p
 
 
@@ -75,9 +91,10 @@ def infer_quotas(gpu_time_by_vc: Mapping[str, float], total_gpus: int) -> dict[s
     return base
 
 
-#: A quota file kept inside a store directory (``replay --out`` writes the quotas it used
-#: there, so the report's decomposition of a replayed schedule uses the same quotas).
-STORE_QUOTA_FILE = "vc_quotas.csv"
+#: The name of a quota file kept inside a store directory (``replay --out`` writes the quotas
+#: it used there, so the report's decomposition of a replayed schedule uses the same quotas),
+#: and of synth's ground-truth quotas.
+STORE_QUOTA_FILE = schemas.VC_QUOTAS.file
 
 
 def quotas_for_store(store: object, path: str | Path | None = None) -> dict[str, int]:
@@ -88,9 +105,11 @@ def quotas_for_store(store: object, path: str | Path | None = None) -> dict[str,
     from philly_analyze.store import Store
 
     assert isinstance(store, Store)
-    kept = store.path / STORE_QUOTA_FILE
-    if kept.exists():
-        return load_quotas(kept)
+    kept = store.read_artifact(schemas.VC_QUOTAS.name)
+    if kept is not None:
+        return dict(
+            zip(kept.column("vc").to_pylist(), kept.column("gpus").to_pylist(), strict=True)
+        )
     rows = store.con.execute(
         "SELECT vc, sum(gpu_time_s) FROM jobs WHERE vc IS NOT NULL GROUP BY vc"
     ).fetchall()

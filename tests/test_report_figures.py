@@ -15,7 +15,7 @@ import pytest
 
 from philly_analyze.analysis import Report, ResultTable, Section, run
 from philly_analyze.report import figures
-from philly_analyze.sim.sharing.results import LN_BIN, LN_BINS, SharingOutput
+from philly_analyze.sharingout import LN_BIN, LN_BINS, SharingOutput
 from philly_analyze.store import Store
 from tests._sweep_data import sample_store
 from tests.analysis_stores import Att, Job, minutes_util, write_store

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from philly_analyze.cli import main
+from philly_analyze.sharingout import SharingOutput
 from philly_analyze.sim.sharing.config import SharingConfig
-from philly_analyze.sim.sharing.results import SharingOutput
 
 
 def _invoke(*args: str) -> str:

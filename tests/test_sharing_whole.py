@@ -157,14 +157,19 @@ def test_forecast_peak_is_the_max_of_the_diurnal_curve_over_the_window() -> None
 
 
 def test_saved_outputs_round_trip_and_draw(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from philly_analyze.sim.sharing.figures import plot_saved
-    from philly_analyze.sim.sharing.results import SharingOutput
+    from philly_analyze.report.sharing import plot_saved
+    from philly_analyze.sharingout import SharingOutput
+    from philly_analyze.store import Store
 
     cfg = paper_config(gpus=30)
     res = simulate_sharing(paper_jobs(cfg, seed=1), cfg, "muxflow", seed=1, minutes=180)
-    res.save(tmp_path / "muxflow")
+    with Store(tmp_path / "muxflow") as store, store.batch() as b:
+        for name, data in res.artifacts().items():
+            b.write_artifact(name, data)
+        store.commit(b, [])
     back = SharingOutput.load(tmp_path / "muxflow")
     assert back.metrics == res.metrics and back.policy == "muxflow"
+    assert (back.paper_side, back.color) == ("after", "#1f77b4")  # the policy's, recorded
     np.testing.assert_array_equal(back.slowdown_hist, res.slowdown_hist)
     pd.testing.assert_frame_equal(back.timeseries, res.timeseries)
     paths = plot_saved({"muxflow": tmp_path / "muxflow", "philly": tmp_path / "none"}, tmp_path)

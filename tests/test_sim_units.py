@@ -1,10 +1,10 @@
-"""One unit per kind of metric wherever replay metrics are shown (``sim.units``)."""
+"""One unit per kind of metric wherever replay metrics are shown (``units``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from philly_analyze.sim.units import human
+from philly_analyze.units import human
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from philly_analyze.store import has_artifact
+
 
 @dataclass(frozen=True)
 class Needs:
@@ -26,14 +28,9 @@ class Needs:
     why: str = ""
     #: Optional tables: table -> what it adds.
     adds: dict[str, str] = field(default_factory=dict)
-    #: A condition other than tables (the sharing replay's output file), with its name.
-    output: tuple[str, Callable[[str | Path], bool]] | None = None
-
-
-def _sharing_output(store_path: str | Path) -> bool:
-    from philly_analyze.analysis.sharing import has_output
-
-    return has_output(store_path)
+    #: A file of the store other than tables (``schemas.ARTIFACTS``: the sharing replay's
+    #: output), as (what it is, its artefact name).
+    output: tuple[str, str] | None = None
 
 
 #: Section name -> what it needs (the report's sections, analysis.SECTIONS).
@@ -81,7 +78,7 @@ NEEDS: dict[str, Needs] = {
     "gpu_sharing": Needs(
         why="the output of a sharing replay: `philly-analyze replay --policy muxflow --out DIR` "
         "(then `report --store DIR`)",
-        output=("sharing replay output", _sharing_output),
+        output=("sharing replay output", "sharing"),
     ),
 }
 
@@ -93,7 +90,7 @@ def missing(section: str, has: Callable[[str], bool], store_path: str | Path = "
     out = [t for t in n.all_of if not has(t)]
     if n.any_of and not any(has(t) for t in n.any_of):
         out.append(" or ".join(n.any_of))
-    if n.output is not None and not n.output[1](store_path):
+    if n.output is not None and not (store_path and has_artifact(store_path, n.output[1])):
         out.append(n.output[0])
     return out
 

@@ -1,10 +1,12 @@
 """The paper's published numbers (``philly_analyze/data/paper_atc19.json``), shown beside the
-computed ones, and the publications they come from (``data/citations.json``: the ATC'19 paper,
-and MuxFlow for the GPU sharing section). Nothing here reads ../shared at run time."""
+computed ones, MuxFlow's (``muxflow_published``), and the publications they come from
+(``data/citations.json``: the ATC'19 paper, and MuxFlow for the GPU sharing section). Nothing
+here reads ../shared at run time."""
 
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Iterable
 from functools import cache
 from importlib import resources
@@ -21,6 +23,21 @@ def _data() -> dict[str, Any]:
 def _citations() -> dict[str, Any]:
     text = resources.files("philly_analyze").joinpath("data/citations.json").read_text()
     return json.loads(text)
+
+
+@cache
+def _muxflow_paper() -> dict[str, Any]:
+    text = resources.files("philly_analyze").joinpath("data/muxflow_model.toml").read_text()
+    return dict(tomllib.loads(text)["scenario"]["paper"])
+
+
+def muxflow_published() -> dict[str, dict[str, float]]:
+    """MuxFlow's headline numbers by side, ``{"before": {...}, "after": {...}}`` (gpu_util,
+    sm_activity, gpu_memory; fractions): the ``paper_before``/``paper_after`` of
+    ``[scenario.paper]`` in ``data/muxflow_model.toml``, where they stand beside the scenario
+    that reproduces them (read here as data, without the simulator)."""
+    paper = _muxflow_paper()
+    return {"before": dict(paper["paper_before"]), "after": dict(paper["paper_after"])}
 
 
 def citation(key: str = "atc19") -> str:

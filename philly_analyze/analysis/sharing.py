@@ -1,23 +1,24 @@
 """GPU sharing (MuxFlow; not an analysis of the ATC'19 paper): what a sharing replay did.
 
 A store written by ``replay --policy muxflow|dedicated|mps-naive --out DIR`` holds, beside the
-canonical tables, the sharing model's own output (``sharing.json``, ``sharing_timeseries.parquet``:
-``sim.sharing.results.SharingOutput``). This section shows its headline metrics, with MuxFlow's
-published before/after numbers beside the online-GPU means (the paper's "before" is a cluster
-without sharing, so it sits beside ``dedicated``; its "after" beside ``muxflow``; the paper
-has no number for plain MPS), and feeds the day and slowdown figures. Other stores have no such
-output: the section is then left out of the default report (asked for by name, it says why).
+canonical tables, the sharing model's own output (``sharing.json``, ``sharing_timeseries.parquet``,
+declared in ``schemas.ARTIFACTS``; read as a ``sharingout.SharingOutput``). This section shows
+its headline metrics, with MuxFlow's published before/after numbers beside the online-GPU means
+(the side the run recorded: the paper's "before" is a cluster without sharing, so it sits beside
+``dedicated``; its "after" beside ``muxflow``; the paper has no number for plain MPS), and feeds
+the day and slowdown figures. Other stores have no such output: the section is then left out of
+the default report (asked for by name, it says why). It reads the store only, not the simulator.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from philly_analyze.analysis.common import Context
+from philly_analyze.analysis.paper import muxflow_published
 from philly_analyze.analysis.result import ResultTable, Section
-from philly_analyze.sim.units import FRACTION_METRICS
+from philly_analyze.sharingout import SharingOutput
+from philly_analyze.units import FRACTION_METRICS
 
 #: (metric key, what it is, key of the paper's before/after numbers or None).
 METRICS: tuple[tuple[str, str, str | None], ...] = (
@@ -40,28 +41,18 @@ METRICS: tuple[tuple[str, str, str | None], ...] = (
 )
 
 
-def has_output(store_path: str | Path) -> bool:
-    """Whether a store holds a sharing replay's output."""
-    from philly_analyze.sim.sharing.results import SAVED_JSON
-
-    return (Path(store_path) / SAVED_JSON).exists()
-
-
 def compute(ctx: Context) -> Section:
     """Headline sharing metrics of a sharing replay's store, and the figures' inputs."""
-    from philly_analyze.sim.sharing.config import SharingConfig
-    from philly_analyze.sim.sharing.results import SharingOutput
-
     sec = Section(
         "gpu_sharing", "GPU sharing with an inference fleet (MuxFlow)", citation="muxflow"
     )
-    path = Path(ctx.store.path)
     if note := ctx.lacking("gpu_sharing"):
         sec.notes.append(note)
         return sec
-    out = SharingOutput.load(path)
-    published = SharingConfig.load().paper.published()
-    side = out.paper_side  # the policy's own (sim.policies.sharing)
+    out = SharingOutput.from_store(ctx.store)
+    assert out is not None  # ctx.lacking checked it
+    published = muxflow_published()
+    side = out.paper_side  # recorded by the run: its policy's
     paper = published[side] if side else {}
     rows = []
     for key, label, paper_key in METRICS:

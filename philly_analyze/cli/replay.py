@@ -288,7 +288,7 @@ def _figures(
     before/after numbers beside the day of the paper scenario)."""
     if figures is None:
         return
-    from philly_analyze.sim.sharing.figures import plot_outputs
+    from philly_analyze.report.sharing import plot_outputs
 
     outputs = {r.policy: r.sharing for r, _ in results if getattr(r, "sharing", None)}
     paper = None
@@ -315,10 +315,7 @@ def _run_all(names: list[str], run: Any, out: Path | None, quiet: bool, console:
         target = None
         if out is not None:
             target = out if len(names) == 1 else out / name
-            write_result_store(res, target)
-            sharing = getattr(res, "sharing", None)
-            if sharing is not None:  # the sharing model's time series, for figures
-                sharing.save(target)
+            write_result_store(res, target)  # with the sharing model's output, if any
         results.append((res, target))
         if not quiet:
             console.print(
@@ -413,7 +410,7 @@ def _print(results: list, fmt: str, store_path: str, cluster: Any) -> None:
 def _print_rows(df: Any, fmt: str, header: dict[str, Any]) -> None:
     """A table of runs (one row each: an ablation variant or a parameter value) in ``fmt``:
     json (``header`` and the rows), csv, md, or a rich table; values in their units."""
-    from philly_analyze.sim.units import human
+    from philly_analyze.units import human
 
     cols = [str(c) for c in df.columns]
     rows = df.to_dict(orient="records")
@@ -454,9 +451,9 @@ def _print_rows(df: Any, fmt: str, header: dict[str, Any]) -> None:
 
 
 def _cells(results: list, rows: list[list[Any]]) -> tuple[list[list[str]], list[str]]:
-    """Each metric value as text in its unit (``sim.units``), a ``[n]`` marker on a value
+    """Each metric value as text in its unit (``units``), a ``[n]`` marker on a value
     that has a footnote (``ReplayResult.footnotes``), and the footnotes' lines."""
-    from philly_analyze.sim.units import human
+    from philly_analyze.units import human
 
     footnotes: list[str] = []
     cells = []

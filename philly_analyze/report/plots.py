@@ -484,11 +484,11 @@ def _sharing_section(report: Report) -> Any:
 
 def sharing_day(report: Report) -> Figure | None:
     """MuxFlow: the day's utilization, SM activity and memory of online GPUs, with the paper's
-    before/after numbers (drawn by ``sim.sharing.figures``, the model's own figures)."""
+    before/after numbers (drawn by ``report.sharing``, as ``replay --figures`` draws them)."""
     sec = _sharing_section(report)
     if sec is None:
         return None
-    from philly_analyze.sim.sharing.figures import day_figure
+    from philly_analyze.report.sharing import day_figure
 
     out = sec.data["output"]
     return day_figure({out.policy: out}, sec.data["paper"])
@@ -499,7 +499,7 @@ def sharing_slowdown(report: Report) -> Figure | None:
     sec = _sharing_section(report)
     if sec is None:
         return None
-    from philly_analyze.sim.sharing.figures import slowdown_figure
+    from philly_analyze.report.sharing import slowdown_figure
 
     out = sec.data["output"]
     return slowdown_figure({out.policy: out})

@@ -1,10 +1,10 @@
 """``ReplayResult``: a simulated schedule as canonical store tables, its metrics and the true
-waiting causes; ``write_result_store`` publishes it as a store (``report --store OUT`` works).
+waiting causes; ``write_result_store`` publishes it as a store (``report --store OUT`` works),
+its other files declared in ``schemas.ARTIFACTS``.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,25 +19,12 @@ from philly_analyze.sim.cluster import Cluster
 from philly_analyze.sim.core import Trace
 from philly_analyze.sim.metrics import cluster_steps, compute_metrics, waiting_causes
 from philly_analyze.sim.workload import NO_VC, Workload
-from philly_analyze.vcquota import STORE_QUOTA_FILE, write_quotas
+from philly_analyze.vcquota import quota_table
 from philly_analyze.waitcause import CAUSES, WaitSplit
 
 SOURCE = "replay"
 #: Job status from the outcome of its last attempt.
 STATUS_OF_OUTCOME = {"passed": "passed", "killed": "killed", "failed": "unsuccessful"}
-#: Settings file written next to the store's catalog: what produced this schedule.
-SETTINGS_FILE = "replay.json"
-
-WAITING_SCHEMA = pa.schema(
-    [
-        ("job_id", pa.string()),
-        ("attempt_idx", pa.int32()),
-        ("start", schemas.UTC_TS),
-        ("end", schemas.UTC_TS),
-        ("seconds", pa.float64()),
-        ("cause", pa.string()),
-    ]
-)
 
 
 @dataclass
@@ -46,11 +33,11 @@ class ReplayResult:
 
     ``jobs``/``attempts``/``placements``/``machines``: Arrow tables conforming to
     ``philly_analyze.schemas`` (physical schemas, source ``replay``). ``waiting``: the true
-    waiting causes, one row per attempt that waited and cause (``waitcause.CAUSES``): job_id,
-    attempt_idx, start (first moment of that cause), end (end of its last piece), seconds
-    (its total: less than end - start when other causes came in between), cause. ``metrics``: the
-    flat comparison dict (``metrics.METRICS``). ``per_vc``: per-VC jobs, mean queueing delay,
-    mean JCT, service ratio. ``quotas``: the VC quotas used ({} without quotas)."""
+    waiting causes (``schemas.WAITING``: one row per attempt that waited and cause). ``metrics``:
+    the flat comparison dict (``metrics.METRICS``). ``per_vc``: per-VC jobs, mean queueing
+    delay, mean JCT, service ratio. ``quotas``: the VC quotas used ({} without quotas).
+    ``artifacts``: other files of the store a policy adds (``schemas.ARTIFACTS`` name ->
+    data; the sharing policies' ``sharing.json`` and time series)."""
 
     policy: str
     params: dict[str, Any]
@@ -69,6 +56,7 @@ class ReplayResult:
     footnotes: dict[str, str] = field(default_factory=dict)
     #: Wall seconds of the simulation itself (not part of metrics: not deterministic).
     seconds: float = 0.0
+    artifacts: dict[str, Any] = field(default_factory=dict)
 
     def settings(self) -> dict[str, Any]:
         """What is needed to reproduce this run (written as ``replay.json``)."""
@@ -258,22 +246,21 @@ def _waiting_table(
             pa.array(split.us[r, c] / 1e6, pa.float64()),
             pa.array(np.asarray(CAUSES, dtype=object)[c], pa.string()),
         ],
-        schema=WAITING_SCHEMA,
+        schema=schemas.WAITING.schema,
     )
 
 
 def write_result_store(result: ReplayResult, path: str | Path) -> Path:
-    """Write a replay as a new store at ``path`` (jobs, attempts, placements, machines) plus
-    ``replay.json`` (policy, params, seed, quotas), ``vc_quotas.csv`` (the quotas, read back
-    by ``vcquota.quotas_for_store``) and ``waiting.parquet`` (true causes).
-    Returns the store path."""
-    import pyarrow.parquet as pq
-
-    from philly_analyze.store import Store
+    """Write a replay as a new store at ``path``: its tables (jobs, attempts, placements,
+    machines) and, in the same batch, its files (``schemas.ARTIFACTS``): ``replay.json``
+    (policy, params, seed, quotas), ``vc_quotas.csv`` (the quotas, read back by
+    ``vcquota.quotas_for_store``), ``waiting.parquet`` (true causes) and the policy's own
+    (``result.artifacts``). Replaces only a store that replay wrote. Returns the store path."""
+    from philly_analyze.store import Store, has_artifact, is_store
 
     p = Path(path)
-    if (p / "catalog.duckdb").exists():
-        if not (p / SETTINGS_FILE).exists():
+    if is_store(p):
+        if not has_artifact(p, schemas.REPLAY_SETTINGS.name):
             raise UserError(
                 "is a store not written by replay; choose another --out (replay never adds "
                 "to an existing store)",
@@ -289,6 +276,12 @@ def write_result_store(result: ReplayResult, path: str | Path) -> Path:
             ("placements", result.placements),
         ):
             rows[table] = b.write(table, data)
+        b.write_artifact(schemas.REPLAY_SETTINGS.name, result.settings())
+        if result.quotas:
+            b.write_artifact(schemas.VC_QUOTAS.name, quota_table(result.quotas))
+        b.write_artifact(schemas.WAITING.name, result.waiting)
+        for name, data in result.artifacts.items():
+            b.write_artifact(name, data)
         store.commit(
             b,
             [
@@ -303,14 +296,4 @@ def write_result_store(result: ReplayResult, path: str | Path) -> Path:
             ],
             source_format=SOURCE,
         )
-    (p / SETTINGS_FILE).write_text(json.dumps(result.settings(), indent=2, sort_keys=True))
-    if result.quotas:
-        write_quotas(p / STORE_QUOTA_FILE, result.quotas)
-    pq.write_table(result.waiting, p / "waiting.parquet", compression="zstd")
     return p
-
-
-def read_settings(store_path: str | Path) -> dict[str, Any] | None:
-    """The ``replay.json`` of a store written by ``write_result_store``, if any."""
-    f = Path(store_path) / SETTINGS_FILE
-    return json.loads(f.read_text()) if f.exists() else None

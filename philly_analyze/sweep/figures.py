@@ -33,8 +33,8 @@ def _plt() -> Any:
 
 def unit(metric: str, values: np.ndarray) -> tuple[float, str]:
     """Divisor and label that make ``metric``'s values readable (seconds to min/h/d;
-    fractions as %: ``sim.units``)."""
-    from philly_analyze.sim.units import FRACTION_METRICS
+    fractions as %: ``units``)."""
+    from philly_analyze.units import FRACTION_METRICS
 
     if metric in FRACTION_METRICS:
         return 0.01, "%"

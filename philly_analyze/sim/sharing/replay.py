@@ -274,7 +274,7 @@ def replay_sharing(
     an inference fleet (or the paper scenario, ``params["scenario"]``), as a ``ReplayResult``
     with every sharing metric and, unless ``compare_philly`` is off, the same jobs under
     ``philly`` beside them."""
-    from philly_analyze.sim.result import WAITING_SCHEMA, ReplayResult
+    from philly_analyze.sim.result import ReplayResult
     from philly_analyze.sim.sharing.simulate import simulate_sharing
 
     cfg, paper = sharing_config(params, cluster.total_gpus)
@@ -308,11 +308,13 @@ def replay_sharing(
         attempts=at,
         placements=pl,
         machines=machines,
-        waiting=WAITING_SCHEMA.empty_table(),
+        waiting=schemas.WAITING.schema.empty_table(),
         metrics=metrics,
         per_vc=per_vc_table,
         notes=notes,
         footnotes=_footnotes(policy, cfg, metrics),
+        # The model's own output, kept in the store for the report (sharing.json...).
+        artifacts=res.artifacts(),
     )
     out.seconds = float(res.timing.get("seconds", 0.0))
     out.sharing = res  # type: ignore[attr-defined]  # the model's own result (timeseries...)

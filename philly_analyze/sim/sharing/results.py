@@ -1,25 +1,17 @@
 """What a sharing simulation returns, and the accumulators that build it without keeping every
-GPU-minute (histograms and sums, not samples)."""
+GPU-minute (histograms and sums, not samples). The part a store keeps (``SharingOutput``) is
+defined with the store's files, in ``philly_analyze.sharingout``."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from philly_analyze.sharingout import LN_BIN, LN_BINS, SharingOutput
 from philly_analyze.sim.sharing.config import SharingConfig
-
-#: ln(slowdown) histogram: bins of 0.001 up to ln 20.
-LN_BIN = 0.001
-LN_BINS = int(np.log(20.0) / LN_BIN) + 2
-
-#: Files ``SharingOutput.save`` writes.
-SAVED_JSON = "sharing.json"
-SAVED_TIMESERIES = "sharing_timeseries.parquet"
 
 #: Eviction reasons (also attempt outcomes in ``SharingResult.attempts``).
 EVICTION_REASONS = (
@@ -64,96 +56,6 @@ class Accumulator:
             return None
         idx = int(np.searchsorted(np.cumsum(self.ln_hist), q * total))
         return float(np.exp((idx + 0.5) * LN_BIN))
-
-
-TIMESERIES_COLUMNS = (
-    "minute",
-    "util_online",
-    "sm_online",
-    "mem_online",
-    "util_all",
-    "sm_all",
-    "mem_all",
-    "shared_gpus",
-    "slowdown_mean",
-    "slo_violations",
-    "online_down",
-    "running_jobs",
-    "pending_jobs",
-)
-
-
-@dataclass(kw_only=True)
-class SharingOutput:
-    """What figures and reports need of a sharing run; saved next to a replay's output store.
-
-    ``metrics``: flat dict of the issue's outputs (see ``docs/muxflow.md`` for each key).
-    ``timeseries``: one row per step with the cluster means (``TIMESERIES_COLUMNS``).
-    ``slowdown_hist``: counts of ln(slowdown) over shared online GPU-minutes, bins of
-    ``LN_BIN``."""
-
-    policy: str
-    metrics: dict[str, Any]
-    timeseries: pd.DataFrame
-    slowdown_hist: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-
-    @property
-    def paper_side(self) -> str | None:
-        """Which of MuxFlow's published numbers this run stands beside ("before", "after" or
-        None): its policy's ``paper_side`` (``sim.policies.sharing``)."""
-        from philly_analyze.sim.policies import POLICIES, policy_names
-
-        policy_names()  # loads the registry
-        return getattr(POLICIES.get(self.policy), "paper_side", None)
-
-    def slowdown_cdf(self) -> tuple[np.ndarray, np.ndarray]:
-        """(slowdown, fraction of shared online GPU-minutes at or below it)."""
-        h = self.slowdown_hist
-        if h.sum() == 0:
-            return np.ones(1), np.ones(1)
-        last = int(np.flatnonzero(h)[-1]) + 1
-        x = np.exp((np.arange(last) + 1) * LN_BIN)
-        return x, np.cumsum(h[:last]) / h.sum()
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: policy, metrics and the hourly means of the time series."""
-        ts = self.timeseries
-        hourly = ts.groupby((ts["minute"] // 60).astype(int)).mean(numeric_only=True)
-        return {
-            "policy": self.policy,
-            "metrics": self.metrics,
-            "hourly": hourly.round(4).reset_index(drop=True).to_dict(orient="list"),
-        }
-
-    def save(self, directory: Path) -> None:
-        """Write ``sharing.json`` and ``sharing_timeseries.parquet`` into ``directory``."""
-        directory.mkdir(parents=True, exist_ok=True)
-        nz = np.flatnonzero(self.slowdown_hist)
-        doc = {
-            "policy": self.policy,
-            "metrics": self.metrics,
-            "slowdown_hist": {
-                "bin": LN_BIN,
-                "index": nz.tolist(),
-                "count": self.slowdown_hist[nz].tolist(),
-            },
-        }
-        (directory / SAVED_JSON).write_text(json.dumps(doc, indent=1) + "\n")
-        self.timeseries.to_parquet(directory / SAVED_TIMESERIES, index=False)
-
-    @classmethod
-    def load(cls, directory: Path) -> SharingOutput:
-        """Read what ``save`` wrote."""
-        doc = json.loads((directory / SAVED_JSON).read_text())
-        hist = np.zeros(LN_BINS, np.int64)
-        h = doc["slowdown_hist"]
-        hist[np.asarray(h["index"], np.int64)] = np.asarray(h["count"], np.int64)
-        return cls(
-            policy=doc["policy"],
-            metrics=doc["metrics"],
-            timeseries=pd.read_parquet(directory / SAVED_TIMESERIES),
-            slowdown_hist=hist,
-        )
 
 
 @dataclass(kw_only=True)

@@ -11,15 +11,11 @@ import numpy as np
 import pandas as pd
 
 from philly_analyze.errors import UserError
+from philly_analyze.sharingout import TIMESERIES_COLUMNS
 from philly_analyze.sim.sharing.config import SharingConfig
 from philly_analyze.sim.sharing.engine import SharingSim
 from philly_analyze.sim.sharing.interference import load_interference
-from philly_analyze.sim.sharing.results import (
-    TIMESERIES_COLUMNS,
-    SharingResult,
-    job_metrics,
-    round_metrics,
-)
+from philly_analyze.sim.sharing.results import SharingResult, job_metrics, round_metrics
 from philly_analyze.sim.sharing.workload import ORDINARY, SHARED, prepare_offline
 
 if TYPE_CHECKING:
@@ -50,7 +46,8 @@ def simulate_sharing(
     ``gpus_per_machine``). Same seed, same result."""
     from philly_analyze.sim.policies.sharing import sharing_policy
 
-    mech = sharing_policy(policy).mechanisms
+    pol = sharing_policy(policy)
+    mech = pol.mechanisms
     cfg = mech.configure(config or SharingConfig.load())
     rng = np.random.default_rng(seed)
     n_types = len(load_interference(cfg.cluster.gpu_type).types)
@@ -66,6 +63,8 @@ def simulate_sharing(
     t = sim.run(horizon, float(cfg.cluster.step_minutes), last if minutes is None else None)
     res = _result(sim, t)
     res.timing["seconds"] = time.perf_counter() - t0
+    # Recorded with the output, so that a store of it says so without the policy registry.
+    res.paper_side, res.color = pol.paper_side, pol.color
     return res
 
 
