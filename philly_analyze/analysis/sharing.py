@@ -41,6 +41,10 @@ METRICS: tuple[tuple[str, str, str | None], ...] = (
 )
 
 
+#: The metrics of ``METRICS`` that count things.
+COUNTS = frozenset({"offline_completed", "evictions"})
+
+
 def compute(ctx: Context) -> Section:
     """Headline sharing metrics of a sharing replay's store, and the figures' inputs."""
     sec = Section(
@@ -64,7 +68,8 @@ def compute(ctx: Context) -> Section:
         rows.append(
             {
                 "metric": label,
-                "value": float(value) * scale,
+                # Counts (jobs, evictions) stay integers: "276", not "276.00".
+                "value": int(value) if key in COUNTS else float(value) * scale,
                 "paper_value": None if ref is None else ref * scale,
             }
         )
@@ -74,6 +79,7 @@ def compute(ctx: Context) -> Section:
             f"Policy {out.policy}: online service and offline work",
             pd.DataFrame(rows, columns=["metric", "value", "paper_value"]),
             paper=f"MuxFlow, {side} sharing" if side else None,
+            per_row=True,
             description=(
                 "Means over the simulated minutes; the paper's numbers are MuxFlow's production "
                 "cluster (20,000+ GPUs) and are comparable only in shape on other fleets."
