@@ -73,11 +73,14 @@ def compute(ctx: Context) -> Section:
                 "paper_value": None if ref is None else ref * scale,
             }
         )
+    frame = pd.DataFrame(rows, columns=["metric", "value", "paper_value"])
+    # One type per value (pandas would make 276 a float beside 29.86).
+    frame["value"] = pd.Series([r["value"] for r in rows], index=frame.index, dtype=object)
     sec.tables.append(
         ResultTable(
             "sharing_metrics",
             f"Policy {out.policy}: online service and offline work",
-            pd.DataFrame(rows, columns=["metric", "value", "paper_value"]),
+            frame,
             paper=f"MuxFlow, {side} sharing" if side else None,
             per_row=True,
             description=(
