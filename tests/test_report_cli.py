@@ -301,3 +301,35 @@ def test_window_without_jobs_is_a_note(full_store: Path) -> None:
     assert notes[0].startswith("no job of VC b was submitted in this window (VC b; submitted")
     assert notes[0].endswith("jobs of VC b were submitted from 2017-10-02 00:10 to 2017-10-02 "
                              "00:10 UTC")  # fmt: skip
+
+
+def test_titles_have_no_nested_parentheses_and_sources_read_as_a_list(tmp_path: Path) -> None:
+    """Every table title with its paper reference reads "(paper: Figure 3, as
+    percentiles)", never "(paper: Figure 3 (as percentiles))"; the summary lists the job
+    sources of the bundled sample (its job log and its YARN logs) with ", " between them."""
+    from tests._sweep_data import sample_store
+
+    store = sample_store(tmp_path / "s")
+    md = invoke("--store", str(store), "--format", "md", "-q").stdout
+    titles = [ln for ln in md.splitlines() if ln.startswith("### ")]
+    assert len(titles) >= 15
+    assert (
+        "### Queueing delay (minutes) per VC and GPU demand (paper: Figure 3, as percentiles)"
+        in titles
+    )
+    assert [t for t in titles if re.search(r"\([^()]*\(", t)] == []
+    doc = json.loads(
+        invoke("--store", str(store), "--format", "json", "--section", "summary").stdout
+    )
+    summary = {r["metric"]: r["value"] for r in doc["summary"]}
+    assert summary["job sources"] == "philly_job_log, yarn_rm_log"
+
+
+def test_job_sources_are_split_deduplicated_and_sorted() -> None:
+    from philly_analyze.analysis.summary import _sources
+
+    assert _sources("yarn_rm_log,philly_job_log,philly_job_log,yarn_rm_log") == (
+        "philly_job_log, yarn_rm_log"
+    )
+    assert _sources("replay") == "replay"
+    assert _sources(None) is None and _sources(float("nan")) is None
