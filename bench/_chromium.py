@@ -3,8 +3,9 @@ standard library only (a minimal WebSocket client: no new dependency).
 
 ``check_page(path)`` opens a local HTML file in a window of a given width and returns what a
 reader would meet: console errors and exceptions (``Runtime`` and ``Log`` events), every
-image's natural size, every table's right edge and whether it sits in a box that scrolls,
-the page's own width, and a screenshot. Used by ``tests/test_report_browser.py`` and by
+image's natural size, every table's right edge, whether it sits in a box that scrolls, the
+hint above it, its headers, its rows' heights and whether its first column stays in place
+when the box is scrolled, the page's own width, and a screenshot. Used by ``tests/test_report_browser.py`` and by
 ``python -m bench._chromium REPORT.html SHOT.png [SELECTOR]`` (how ``docs/report.png`` is
 made).
 
@@ -56,13 +57,27 @@ MEASURE_JS = """
   };
   const tables = [...document.querySelectorAll('table')].map(t => {
     const box = scrolls(t);
-    let title = '';
+    let title = '', hint = '';
     for (let e = (box || t).previousElementSibling; e; e = e.previousElementSibling) {
       if (/^H[1-4]$/.test(e.tagName)) { title = e.textContent; break; }
+      if (e.classList.contains('hint')) hint = e.textContent;
     }
     const visible = (box || t).getBoundingClientRect();
-    return {title, width: t.getBoundingClientRect().width, right: visible.right,
-            in_scroll_box: box !== null, box_width: box ? box.clientWidth : null};
+    const rows = [...t.querySelectorAll('tbody tr')].map(r => r.getBoundingClientRect().height);
+    // Scrolled to its right end, is the first column still at the box's left edge?
+    let pinned = null;
+    if (box && box.scrollWidth > box.clientWidth) {
+      box.scrollLeft = box.scrollWidth;
+      const cells = [...t.querySelectorAll('tr > :first-child')];
+      const left = box.getBoundingClientRect().left;
+      pinned = cells.every(c => Math.abs(c.getBoundingClientRect().left - left) < 1.5);
+      box.scrollLeft = 0;
+    }
+    return {title, hint, width: t.getBoundingClientRect().width, right: visible.right,
+            in_scroll_box: box !== null, box_width: box ? box.clientWidth : null,
+            headers: [...t.querySelectorAll('thead th')].map(h => h.textContent),
+            row_min: rows.length ? Math.min(...rows) : null,
+            row_max: rows.length ? Math.max(...rows) : null, first_column_pinned: pinned};
   });
   const images = [...document.images].map(i => ({
     alt: i.alt, complete: i.complete, natural_width: i.naturalWidth,
@@ -88,6 +103,10 @@ class PageCheck:
     def wide_tables(self) -> list[dict[str, Any]]:
         """Tables (or their scroll boxes) reaching past the window's right edge."""
         return [t for t in self.tables if t["right"] > self.viewport_width + 0.5]
+
+    def scrolling_tables(self) -> list[dict[str, Any]]:
+        """Tables wider than the box they scroll in (a reader must scroll sideways)."""
+        return [t for t in self.tables if t["in_scroll_box"] and t["width"] > t["box_width"]]
 
     def broken_images(self) -> list[dict[str, Any]]:
         """Images that did not load (no natural size)."""

@@ -38,6 +38,8 @@ TIMEOUT_S = 60.0
 RETRIES = 3
 RETRY_WAIT_S = 2.0
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+#: Values of a file's ``checked`` (see ``DataFile``).
+CHECKED = ("file", "pointer", "")
 _LFS_POINTER = b"version https://git-lfs.github.com/spec/"
 
 Note = Callable[[str], None]
@@ -55,7 +57,12 @@ class DataFile:
     urls: tuple[str, ...]
     size: int
     sha256: str
+    #: How the URL and the bytes were checked, in words (the registry's ``verified``).
     verified: str
+    #: What was compared with upstream: "file" (the bytes at the URL's commit), "pointer"
+    #: (a Git LFS pointer naming the size and SHA-256, not the bytes), or "" (nothing: the
+    #: URL is unverified). The registry's ``checked``.
+    checked: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,31 @@ class Dataset:
     @property
     def size(self) -> int:
         return sum(f.size for f in self.files)
+
+
+def checked_lines(ds: Dataset) -> list[str]:
+    """What was checked of a dataset's URLs and bytes against upstream, in words: one line,
+    then one per file nothing was checked of (its URL is unverified) with the registry's
+    reason. Every download's SHA-256 is checked whatever these say."""
+    n = len(ds.files)
+    files = [f for f in ds.files if f.checked == "file"]
+    pointers = [f for f in ds.files if f.checked == "pointer"]
+    unchecked = [f for f in ds.files if not f.checked]
+    parts = []
+    if files:
+        parts.append(
+            f"{len(files)} of {n} file{'s' * (n > 1)}: URL and bytes compared with a copy "
+            "of the upstream repository"
+        )
+    if pointers:
+        parts.append(
+            f"{len(pointers)} of {n}: only the Git LFS pointer (it names the size and "
+            "SHA-256) at the pinned commit; the file itself was never downloaded to check"
+        )
+    if unchecked:
+        urls = "URL" if len(unchecked) == 1 else "URLs"
+        parts.append(f"{len(unchecked)} of {n}: NOT CHECKED ({urls} never verified, below)")
+    return ["; ".join(parts)] + [f"{f.path} ({f.verified})" for f in unchecked]
 
 
 def registry_path(path: str | os.PathLike[str] | None = None) -> Path:
@@ -106,6 +138,7 @@ def _dataset(name: str, entry: dict, source: Path) -> Dataset:
                 size=int(f["size"]),
                 sha256=str(f["sha256"]).lower(),
                 verified=str(f.get("verified", "")),
+                checked=str(f.get("checked", "")),
             )
             for f in entry["files"]
         )
@@ -126,6 +159,8 @@ def _dataset(name: str, entry: dict, source: Path) -> Dataset:
             raise bad(f"file path {f.path!r} must stay inside the target folder")
         if not _SHA256.fullmatch(f.sha256) or f.size < 0 or not f.urls:
             raise bad(f"{f.path}: needs urls, a size and a 64-hex-digit sha256")
+        if f.checked not in CHECKED:
+            raise bad(f"{f.path}: checked must be one of {', '.join(map(repr, CHECKED))}")
     return ds
 
 
@@ -180,6 +215,7 @@ def fetch_file(
     if part.exists() and part.stat().st_size > f.size:
         part.unlink()  # longer than the file: not a prefix of it
     errors: list[str] = []
+    mismatches: list[str] = []
     for url in urls or f.urls:
         try:
             with track(f"fetching {final.name}", f.size, quiet=quiet) as tracker:
@@ -187,10 +223,20 @@ def fetch_file(
         except _TransferError as e:
             errors.append(str(e))
             continue
-        if errors:
-            note(f"{final.name}: used {url} ({len(errors)} URL(s) before failed: {errors[-1]})")
-        _verify(part, final, f)
-        return "downloaded"
+        # Wrong bytes from one URL (a changed file, an error page): the next URL may have them.
+        wrong = _verify(part, final, f)
+        if wrong is None:
+            if errors or mismatches:
+                why = (errors + mismatches)[-1]
+                note(f"{final.name}: used {url} (the URL(s) before failed: {why})")
+            return "downloaded"
+        mismatches.append(f"{wrong} from {url}")
+    if mismatches:
+        raise FetchError(
+            f"checksum mismatch: {'; '.join(mismatches)}; the download was removed and "
+            f"nothing was written under this name. {_mismatch_hint(f, final, urls)}",
+            source=str(final),
+        )
     tried = "; ".join(dict.fromkeys(errors))
     raise FetchError(
         f"cannot download: {tried}; {_hand_hint(f, part)}",
@@ -203,6 +249,21 @@ def _hand_hint(f: DataFile, part: Path) -> str:
     if part.exists():
         again = f"run again to resume ({part.stat().st_size:,} bytes kept in {part.name})"
     return f"{again}, or download {f.urls[0]} yourself and put it there"
+
+
+def _mismatch_hint(f: DataFile, final: Path, urls: Sequence[str] | None) -> str:
+    """What to do when the bytes served are not the registry's."""
+    hint = (
+        "What to do: run again if the transfer may have been garbled; else get the file "
+        f"from elsewhere (a mirror: --url URL for a one-file dataset, or by hand), check that "
+        f"its SHA-256 is {f.sha256} (`sha256sum FILE`), and put it at {final}"
+    )
+    if urls is None and not f.checked:
+        hint += (
+            f". This file's URL was never verified (the registry says: {f.verified}): upstream "
+            "may hold another version than the one the project names; please report it"
+        )
+    return hint
 
 
 class _TransferError(Exception):
@@ -307,14 +368,14 @@ def _copy_body(resp: http.client.HTTPResponse, part: Path, mode: str, tracker: T
     return got
 
 
-def _verify(part: Path, final: Path, f: DataFile) -> None:
-    """Rename ``part`` to ``final`` if its size and SHA-256 are right; else remove it and say
-    so."""
+def _verify(part: Path, final: Path, f: DataFile) -> str | None:
+    """Rename ``part`` to ``final`` if its size and SHA-256 are right (None); else remove it
+    and return what was wrong."""
     n = part.stat().st_size
     digest = sha256_of(part) if n == f.size else None
     if digest == f.sha256:
         os.replace(part, final)
-        return
+        return None
     with part.open("rb") as fh:
         head = fh.read(len(_LFS_POINTER))
     part.unlink()
@@ -322,8 +383,4 @@ def _verify(part: Path, final: Path, f: DataFile) -> None:
     hint = ""
     if head == _LFS_POINTER:
         hint = " (the server sent a Git LFS pointer instead of the file)"
-    raise FetchError(
-        f"checksum mismatch: got {got}, expected {f.size:,} bytes with SHA-256 {f.sha256}"
-        f"{hint}; the download was removed and nothing was written under this name",
-        source=str(final),
-    )
+    return f"got {got}, expected {f.size:,} bytes with SHA-256 {f.sha256}{hint}"

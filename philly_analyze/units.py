@@ -14,24 +14,39 @@ replay comparison table, the report's GPU sharing section, sweep tables and figu
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
-#: Metrics holding a fraction (0-1) of a whole; shown as a percentage.
-FRACTION_METRICS: frozenset[str] = frozenset(
-    {
-        "fair_share_delay_frac",
-        "gpu_util_online",
-        "sm_activity_online",
-        "gpu_memory_online",
-        "gpu_util_all",
-        "sm_activity_all",
-        "gpu_memory_all",
-        "shared_fraction",
-        "shared_duty_mean",
-        "slo_violation_fraction",
-        "slo_violation_budget",
-    }
-)
+#: Metrics holding a fraction (0-1) of a whole (shown as a percentage), and the name of the
+#: same quantity in percent that ``replay --format json|csv`` writes beside it: the names
+#: say the unit (``*_pct`` percent, like ``gpu_util_allocated_pct``), while the fraction keeps
+#: its name for readers of earlier output and of the library's ``metrics`` (docs/replay.md).
+PERCENT_KEYS: dict[str, str] = {
+    "fair_share_delay_frac": "fair_share_delay_pct",
+    "gpu_util_online": "gpu_util_online_pct",
+    "sm_activity_online": "sm_activity_online_pct",
+    "gpu_memory_online": "gpu_memory_online_pct",
+    "gpu_util_all": "gpu_util_all_pct",
+    "sm_activity_all": "sm_activity_all_pct",
+    "gpu_memory_all": "gpu_memory_all_pct",
+    "shared_fraction": "shared_pct",
+    "shared_duty_mean": "shared_duty_mean_pct",
+    "slo_violation_fraction": "slo_violation_pct",
+    "slo_violation_budget": "slo_violation_budget_pct",
+}
+FRACTION_METRICS: frozenset[str] = frozenset(PERCENT_KEYS)
+
+
+def with_percent_keys(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """``metrics`` with each fraction followed by the same quantity in percent under its
+    ``PERCENT_KEYS`` name (absent stays absent; no float noise: 0.2986 -> 29.86)."""
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        out[key] = value
+        if key in PERCENT_KEYS:
+            absent = value is None or (isinstance(value, float) and math.isnan(value))
+            out[PERCENT_KEYS[key]] = None if absent else round(100.0 * float(value), 10)
+    return out
 
 
 def seconds_of(key: str, value: float) -> float | None:

@@ -15,8 +15,12 @@ cluster, 9 GB of disk): it is only parsed, with click's own validation of every 
 never run. ``| jq .KEY...`` checks that stdout is JSON with that first key; ``> FILE`` writes stdout
 there. No example may make matplotlib warn (a warning is printed on the user's stderr).
 
-Running them all takes minutes (a 20,000-GPU sharing day, sweeps, a synthetic history), so
-that is a slow test (``make test-all``); the default suite parses every example.
+Each example is a test of its own (``test_example_runs[...]``). Under pytest-xdist the
+examples spread over processes, so each one first runs, in that process's folder, the earlier
+examples that write what it reads (``prerequisites``: ``report --store what-if`` runs the
+``replay ... --out what-if`` before it and the ingests of the store that replay reads),
+each at most once. The few too heavy for the default suite are listed in ``SLOW`` with why
+(``make test-all`` runs them); the default suite parses every example too.
 """
 
 from __future__ import annotations
@@ -215,6 +219,7 @@ def _expanded(args: tuple[str, ...]) -> list[str]:
 
 
 def _run(example: Example, where: Path) -> float:
+    """Run one example in ``where`` (the current folder); returns its seconds."""
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -231,12 +236,170 @@ def _run(example: Example, where: Path) -> float:
     return secs
 
 
-@pytest.mark.slow
-def test_every_example_runs(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In order, in one folder; all but those marked ``# needs:``."""
-    monkeypatch.chdir(workspace)
+#: Examples too heavy for the default suite, each with why (CPU seconds measured on the
+#: 2-core test machine); ``make test-all`` runs them. Keyed by the text after
+#: ``philly-analyze ``; an entry naming no example fails ``test_slow_examples_exist``.
+SLOW: dict[str, str] = {
+    "replay --policy dedicated,muxflow,mps-naive --scenario paper --figures figs": (
+        "a day of 20,000 online GPUs under three sharing policies: 51 CPU-s"
+    ),
+    "replay --scenario paper --ablate --param online_gpus=2000 --format md": (
+        "eight variants of muxflow, each a day of 2,000 GPUs: 25 CPU-s"
+    ),
+    "sweep --policy muxflow --param online_ratio=0.5,1,2 --seeds 3 --out mux": (
+        "nine sharing replays, each with its philly comparison: 22 CPU-s"
+    ),
+}
+
+#: What a store-reading command reads when it names no --store (PHILLY_STORE is unset).
+DEFAULT_STORE = "philly-store"
+#: Options whose value names what the command writes.
+WRITES = ("--out", "-o", "--output", "--figures")
+
+
+def _key(example: Example) -> str:
+    return example.text[len("philly-analyze ") :]
+
+
+def _option(args: tuple[str, ...], *names: str) -> str | None:
+    for i, a in enumerate(args[:-1]):
+        if a in names:
+            return args[i + 1]
+    return None
+
+
+def _writes(e: Example) -> set[str]:
+    """The paths an example creates or changes (stores, output folders, files)."""
+    out = {v.rstrip("/") for n in WRITES if (v := _option(e.args, n))}
+    if e.args[0] == "ingest":
+        out.add((_option(e.args, "--store") or DEFAULT_STORE).rstrip("/"))
+    if e.stdout_to:
+        out.add(e.stdout_to)
+    return out
+
+
+def _reads(e: Example) -> set[str]:
+    """The paths an example needs that the workspace does not start with: the store of a
+    command that reads one, and inputs made by earlier examples (``ingest synth-out``)."""
+    verb, args = e.args[0], e.args
+    if verb == "ingest":
+        return {a.rstrip("/") for a in _positional(verb, args[1:])}
+    paper = _option(args, "--scenario") is not None or "--list-policies" in args
+    if verb in ("report", "replay", "sweep", "info") and not paper:
+        return {(_option(args, "--store") or DEFAULT_STORE).rstrip("/")}
+    return set()
+
+
+def _positional(verb: str, args: tuple[str, ...]) -> list[str]:
+    """The arguments that are not options or option values (click knows which options are
+    flags, taking no value)."""
+    cmd = main.get_command(click.Context(main), verb)
+    assert cmd is not None
+    flags = {o for p in cmd.params if isinstance(p, click.Option) and p.is_flag for o in p.opts}
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a.startswith("-"):
+            skip = a not in flags and "=" not in a
+        else:
+            out.append(a)
+    return out
+
+
+def prerequisites(i: int) -> list[int]:
+    """Indices of the earlier examples example ``i`` needs (those writing what it reads, and
+    theirs), in order: a user follows the help texts top to bottom."""
+    need: set[int] = set()
+    todo = [i]
+    while todo:
+        k = todo.pop()
+        for j in range(k):
+            if (
+                j not in need
+                and not EXAMPLES[j].needs
+                and _reads(EXAMPLES[k]) & _writes(EXAMPLES[j])
+            ):
+                need.add(j)
+                todo.append(j)
+    return sorted(need)
+
+
+class Workspace:
+    """The examples' folder of this test process, and which examples ran in it (each runs
+    once: a second `synth --out s` would refuse the folder the first one wrote)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.ran: dict[int, str | None] = {}  # index -> None (passed) or why it failed
+
+    def run(self, i: int) -> None:
+        """Run example ``i`` (after what it needs) unless it ran; raise if it failed."""
+        for j in [*prerequisites(i), i]:
+            if j not in self.ran:
+                try:
+                    _run(EXAMPLES[j], self.path)
+                    self.ran[j] = None
+                except AssertionError as e:
+                    self.ran[j] = f"{EXAMPLES[j].text}: {e}"
+            if self.ran[j] is not None:
+                raise AssertionError(self.ran[j] if j == i else f"needs {self.ran[j]}")
+
+
+@pytest.fixture(scope="module")
+def ran_in(workspace: Path) -> Workspace:
+    return Workspace(workspace)
+
+
+RUNNABLE = [(i, e) for i, e in enumerate(EXAMPLES) if not e.needs]
+
+
+def _marks(e: Example) -> list[pytest.MarkDecorator]:
+    return [pytest.mark.slow] if _key(e) in SLOW else []
+
+
+@pytest.mark.parametrize(
+    "index",
+    [pytest.param(i, id=_key(e), marks=_marks(e)) for i, e in RUNNABLE],
+)
+def test_example_runs(index: int, ran_in: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example exits 0 in a folder where the examples it builds on ran first; no
+    matplotlib warning; `| jq .KEY` gets JSON with that key, `> FILE` something to write."""
+    monkeypatch.chdir(ran_in.path)
     for var in ("PHILLY_STORE", "RAY_ADDRESS"):
         monkeypatch.delenv(var, raising=False)
-    ran = [(_run(e, workspace), e.text) for e in EXAMPLES if not e.needs]
-    print("\n".join(f"{s:6.1f} s  {t}" for s, t in ran))
-    assert len(ran) >= 20
+    ran_in.run(index)
+
+
+def test_slow_examples_exist_and_nothing_fast_needs_them() -> None:
+    """Every SLOW entry names an example (none left over from an edited help text), says
+    why, and no example of the default suite builds on a slow one (it would run it)."""
+    keys = {_key(e) for e in EXAMPLES}
+    assert set(SLOW) <= keys, set(SLOW) - keys
+    assert all(len(why) > 20 for why in SLOW.values())
+    for i, e in RUNNABLE:
+        if _key(e) not in SLOW:
+            assert not [_key(EXAMPLES[j]) for j in prerequisites(i) if _key(EXAMPLES[j]) in SLOW]
+
+
+def test_prerequisites_follow_the_stores() -> None:
+    """Hand-checked: `report --store what-if` needs the replay that wrote what-if and the
+    ingests of the store that replay read; `ingest synth-out` the synth that wrote it; an
+    ingest of a file the workspace has, nothing."""
+
+    def index(text: str) -> int:
+        return next(i for i, e in enumerate(EXAMPLES) if _key(e) == text)
+
+    def named(i: int) -> list[str]:
+        return [_key(EXAMPLES[j]) for j in prerequisites(i)]
+
+    what_if = named(
+        index("report --store what-if            # Table 2 etc. of the simulated schedule")
+    )
+    assert what_if[-1] == "replay --policy philly --param locality_wait_min=30 --out what-if"
+    assert "ingest trace-data.tar.gz --store philly-store" in what_if
+    assert not [t for t in what_if if "demo-store" in t or "synth" in t]
+    assert named(index("ingest synth-out --store synth-store")) == [
+        "synth --out synth-out --jobs 500 --machines 16 --days 3"
+    ]
+    assert named(index("ingest trace-data.tar.gz --store philly-store")) == []

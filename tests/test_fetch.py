@@ -7,14 +7,17 @@ reference copies of the files it names."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import pty
 import random
 import re
+import shlex
 import socket
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import tomllib
@@ -135,8 +138,10 @@ def registry(tmp: Path, files: list[dict], name: str = "demo") -> Path:
             "urls = [" + ", ".join(f'"{u}"' for u in f["urls"]) + "]",
             f"size = {f['size']}",
             f'sha256 = "{f["sha256"]}"',
-            'verified = "test"',
+            f'verified = "{f.get("verified", "test")}"',
         ]
+        if f.get("checked", "file"):
+            lines.append(f'checked = "{f.get("checked", "file")}"')
     p = tmp / "registry.toml"
     p.write_text("\n".join(lines) + "\n")
     return p
@@ -238,7 +243,63 @@ def test_a_bad_checksum_leaves_no_file(server: Server, tmp_path: Path) -> None:
         in r.stderr
     )
     assert "the download was removed and nothing was written under this name" in r.stderr
+    # What to do: the registry's SHA-256 to check a copy against, and where to put it.
+    assert (
+        "What to do: run again if the transfer may have been garbled; else get the file from "
+        "elsewhere (a mirror: --url URL for a one-file dataset, or by hand), check that its "
+        f"SHA-256 is {hashlib.sha256(other).hexdigest()} (`sha256sum FILE`), and put it at "
+        f"{tmp_path / 'data.bin'}\n"
+    ) in r.stderr
+    assert "never verified" not in r.stderr  # this file's URL was checked (checked = "file")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["registry.toml"]
+
+
+def test_wrong_bytes_from_one_url_then_the_next_url(server: Server, tmp_path: Path) -> None:
+    """A URL serving other bytes (a changed file upstream) is not the end: the next URL is
+    tried, and the note says which was used and why the first was not."""
+    server.state.files["changed.bin"] = bytes(reversed(DATA))
+    reg = one_file(tmp_path, [server.url("changed.bin"), server.url("data.bin")])
+    r = fetch(reg, tmp_path / "out")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "out" / "data.bin").read_bytes() == DATA
+    assert f"used {server.url('data.bin')}" in r.stderr
+    assert f"with SHA-256 {hashlib.sha256(bytes(reversed(DATA))).hexdigest()}" in r.stderr
+
+
+def test_an_unverified_url_says_so_before_and_on_a_mismatch(server: Server, tmp_path: Path) -> None:
+    """A file whose URL nobody verified (no `checked`): fetching it says so first, and a
+    checksum mismatch names the registry's reason and asks for a report."""
+    other = bytes(reversed(DATA))
+    reg = registry(
+        tmp_path,
+        [{"path": "data.bin", "urls": [server.url("data.bin")], "size": len(other),
+          "sha256": hashlib.sha256(other).hexdigest(), "checked": "",
+          "verified": "no: commit assumed"}],
+    )  # fmt: skip
+    r = fetch(reg, tmp_path / "out")
+    assert r.exit_code == 1
+    lines = r.stderr.splitlines()
+    assert lines[0] == (
+        "note: demo: 1 of 1 files have URLs nobody has verified (see `fetch --list`); their "
+        "SHA-256 is checked all the same"
+    )
+    assert lines[1].startswith(f"error: {tmp_path / 'out' / 'data.bin'}: checksum mismatch: ")
+    assert lines[1].endswith(
+        "This file's URL was never verified (the registry says: no: commit assumed): upstream "
+        "may hold another version than the one the project names; please report it"
+    )
+    assert len(lines) == 2
+
+
+def test_registry_checked_values(tmp_path: Path) -> None:
+    reg = registry(
+        tmp_path,
+        [{"path": "x", "urls": ["http://h/x"], "size": 1, "sha256": "0" * 64,
+          "checked": "maybe"}],
+    )  # fmt: skip
+    r = cli("fetch", "--list", "--registry", reg)
+    assert r.exit_code == 1
+    assert "x: checked must be one of 'file', 'pointer', ''" in r.stderr
 
 
 def test_an_lfs_pointer_instead_of_the_file_is_named(server: Server, tmp_path: Path) -> None:
@@ -414,6 +475,48 @@ def test_fetch_then_ingest_then_report(server: Server, tmp_path: Path) -> None:
     assert (status["passed"], status["unsuccessful"], status["total"]) == (1, 1, 2)
 
 
+def test_fetch_an_archive_then_ingest_then_report_as_the_quick_start_does(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's quick start on a small `trace-data.tar.gz` (the published trace's
+    layout: `trace-data/<file>`) served locally: `fetch`, then the `next:` command it prints
+    (the registry's ingest hint), then `report ... --format html`, in one folder."""
+    src = small_store.write(tmp_path / "made")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for f in sorted(src.iterdir()):
+            tar.add(f, arcname=f"trace-data/{f.name}")
+    archive = buf.getvalue()
+    server.state.files["trace-data.tar.gz"] = archive
+    reg = registry(
+        tmp_path,
+        [{"path": "trace-data.tar.gz", "urls": [server.url("trace-data.tar.gz")],
+          "size": len(archive), "sha256": hashlib.sha256(archive).hexdigest()}],
+    )  # fmt: skip
+    text = reg.read_text().replace(
+        "ingest {dir}/data.bin", "ingest {dir}/trace-data.tar.gz --store philly-store"
+    )
+    reg.write_text(text)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    r = cli("fetch", "demo", "--registry", reg)
+    assert r.exit_code == 0, r.output
+    assert r.stdout == "trace-data.tar.gz\n"
+    nxt = next(ln for ln in r.stderr.splitlines() if ln.startswith("next: "))
+    assert nxt == "next: philly-analyze ingest ./trace-data.tar.gz --store philly-store"
+    r = cli(*shlex.split(nxt.removeprefix("next: philly-analyze ")), "--quiet")
+    assert r.exit_code == 0, r.output
+    r = cli("report", "--store", "philly-store", "--format", "html", "-o", "report.html",
+            "--figures", "figures/", "-q")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert (work / "figures" / "table6_status.png").exists()
+    r = cli("report", "--store", "philly-store", "--format", "json", "--section", "status")
+    status = {row["status"]: row["jobs"] for row in json.loads(r.stdout)["status"]}
+    # As from the loose files (small_store.write): j1 passed, j2 failed, j3 never ran.
+    assert (status["passed"], status["unsuccessful"], status["total"]) == (1, 1, 2)
+
+
 # ---------------------------------------------------------------------- the shipped registry
 #: Registry path -> the project's reference copy of the same file.
 REFERENCE_COPIES = {
@@ -463,8 +566,43 @@ def test_shipped_registry_urls_are_pinned_or_say_why_not() -> None:
             assert f.verified, f.path
             hosts = {re.match(r"https://([^/]+)/", u).group(1) for u in f.urls}  # type: ignore[union-attr]
             assert hosts <= {"raw.githubusercontent.com", "media.githubusercontent.com"}, f.urls
-            if not f.verified.startswith("no"):  # checked: the first URL names a full commit
+            # Checked: the first URL names a full commit; else the reason is given.
+            assert bool(f.checked) == f.verified.startswith("index:"), f.path
+            if f.checked:
                 assert re.search(r"/[0-9a-f]{40}/", f.urls[0]), f.urls[0]
+    assert trace.checked == "pointer"  # its bytes (1 GB) were never seen
+    unchecked = {f.path for ds in datasets.values() for f in ds.files if not f.checked}
+    assert unchecked == {
+        "rfold_philly_arrivals.csv",
+        "gavel/gavel_simulation_throughputs.json",
+        "gavel/23dbec.trace",
+        "gavel/6214e9.trace",
+        "gavel/b436b2.trace",
+        "gavel/e13805.trace",
+        "gavel_physical_cluster_throughputs.json",
+    }
+
+
+def test_list_says_what_was_checked() -> None:
+    """Not "checked 1 of 1" for an archive of which only the LFS pointer was seen; the
+    files whose URLs nobody verified are named, each with the registry's reason."""
+    out = cli("fetch", "--list").stdout
+    blocks = {b.split("  (")[0]: b for b in out.split("\n\n")}
+    assert (
+        "  checked   1 of 1: only the Git LFS pointer (it names the size and SHA-256) at the "
+        "pinned commit; the file itself was never downloaded to check"
+    ) in blocks["philly-trace"]
+    gavel = blocks["gavel"]
+    assert (
+        "  checked   11 of 16 files: URL and bytes compared with a copy of the upstream "
+        "repository; 5 of 16: NOT CHECKED (URLs never verified, below)"
+    ) in gavel
+    named = re.findall(r"^  unchecked (\S+) \(no: ", gavel, re.M)
+    assert named == ["gavel/gavel_simulation_throughputs.json", "gavel/23dbec.trace",
+                     "gavel/6214e9.trace", "gavel/b436b2.trace", "gavel/e13805.trace"]  # fmt: skip
+    assert "  checked   1 of 1 file: URL and bytes compared" in blocks["philly-machine-list"]
+    assert "unchecked" not in blocks["philly-machine-list"]
+    assert out.rstrip().endswith("a file with other bytes is refused.")
 
 
 def test_list_shows_every_dataset_with_size_licence_and_citation() -> None:

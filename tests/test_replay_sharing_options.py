@@ -39,6 +39,21 @@ def muxflow_alone() -> dict:
     return _json("--policy", "muxflow", *SMALL)["results"][0]["metrics"]
 
 
+def test_minutes_sets_the_length_of_the_paper_scenario(muxflow_alone: dict) -> None:
+    """`--param minutes=N` with `--scenario paper`: the run lasts N minutes, and so do the
+    offline arrivals (fewer jobs than the day's); without it, the scenario's day (1,440)."""
+    assert muxflow_alone["minutes"] == 1440
+    r = run("replay", "--policy", "muxflow", *SMALL, "--param", "minutes=90", "--format", "json")
+    assert r.exit_code == 0, r.output
+    short = json.loads(r.stdout)["results"][0]
+    assert short["metrics"]["minutes"] == 90
+    assert short["metrics"]["offline_jobs"] < muxflow_alone["offline_jobs"]
+    assert any("synthetic offline jobs over 90 minutes" in n for n in short["notes"])
+    # The experiments take it too.
+    doc = _json("--ablate", *SMALL, "--param", "minutes=30")
+    assert doc["rows"][0]["offline_work_gpu_hours"] < muxflow_alone["offline_work_gpu_hours"]
+
+
 def test_ablate_switches_each_mechanism_off_beside_the_baselines(muxflow_alone: dict) -> None:
     doc = _json("--ablate", *SMALL)
     assert (doc["scenario"], doc["online_gpus"], doc["seed"]) == ("paper", 20, 0)

@@ -81,11 +81,31 @@ def test_no_table_wider_than_the_window(pages: dict[str, PageCheck], name: str) 
 
 
 def test_table7_scrolls_inside_its_own_box(pages: dict[str, PageCheck]) -> None:
-    """Table 7 (26 columns) is wider than the window: it fits only because its box scrolls."""
+    """Table 7 (26 columns) is wider than the window: it fits only because its box scrolls,
+    a visible line above it says so, its first column (the reason) stays in place when the
+    box is scrolled, every row is one line high (long log lines cut, not wrapped), and its
+    headers read as words ("2-4 GPUs", not "gpu demand 2 4")."""
     t7 = [t for t in pages["demo"].tables if "Table 7" in t["title"]]
     assert len(t7) == 1
-    assert t7[0]["in_scroll_box"] and t7[0]["width"] > t7[0]["box_width"]
-    assert t7[0]["right"] <= WINDOW
+    t = t7[0]
+    assert t["in_scroll_box"] and t["width"] > t["box_width"]
+    assert t["right"] <= WINDOW
+    assert t["hint"].startswith("26 columns, wider than the page: scroll sideways")
+    assert t["first_column_pinned"] is True
+    assert t["row_max"] - t["row_min"] < 1.0
+    assert {"1 GPU", "2-4 GPUs", ">4 GPUs", "RTF p50 (min)", "RTF share (%)"} <= set(t["headers"])
+    assert not [h for h in t["headers"] if "_" in h or "gpu demand" in h or h.endswith(" min")]
+
+
+@pytest.mark.parametrize("name", ["demo", "mux"])
+def test_a_hint_above_exactly_the_tables_that_scroll(
+    pages: dict[str, PageCheck], name: str
+) -> None:
+    page = pages[name]
+    scrolling = {t["title"] for t in page.scrolling_tables()}
+    hinted = {t["title"] for t in page.tables if t["hint"]}
+    assert scrolling == hinted
+    assert {"demo": 1, "mux": 0}[name] == len(scrolling)
 
 
 def test_screenshot(pages: dict[str, PageCheck], tmp_path: Path) -> None:
@@ -103,6 +123,9 @@ def test_the_checker_sees_what_it_looks_for(browser: str, tmp_path: Path) -> Non
     page.write_text(
         "<!DOCTYPE html><html><body><h3>wide</h3>"
         '<table style="width:3000px"><tr><td>x</td></tr></table>'
+        '<h3>scrolls</h3><div style="overflow-x:auto"><table style="width:3000px"><thead>'
+        "<tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>1</td><td>one</td></tr>"
+        "<tr><td>2</td><td>two<br>lines</td></tr></tbody></table></div>"
         '<img alt="gone" src="missing.png">'
         "<script>console.error('boom'); null.x;</script></body></html>"
     )
@@ -113,3 +136,7 @@ def test_the_checker_sees_what_it_looks_for(browser: str, tmp_path: Path) -> Non
     assert [i["alt"] for i in seen.broken_images()] == ["gone"]
     assert [t["title"] for t in seen.wide_tables()] == ["wide"]
     assert seen.page_width > WINDOW
+    # A table that scrolls with no hint, its first column scrolling away, uneven rows.
+    (box,) = seen.scrolling_tables()
+    assert box["title"] == "scrolls" and box["hint"] == "" and box["headers"] == ["a", "b"]
+    assert box["first_column_pinned"] is False and box["row_max"] > box["row_min"] + 5

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -224,23 +225,37 @@ def test_cli_section_names_agree_with_the_analyses() -> None:
 
 def test_terminal_says_which_table7_columns_it_leaves_out(full_store: Path) -> None:
     """Table 7 has 26 columns: on a narrow terminal the compact 8 are shown and the caption
-    names the other (computed) ones and how to see them; on a wide one all are shown."""
+    names the other (computed) ones, by their readable headers, and how to see them; a wider
+    terminal shows more of them, in the table's order; a wide one shows all."""
     from philly_analyze.analysis import run
     from philly_analyze.report import terminal
     from philly_analyze.store import Store
 
     with Store(full_store, read_only=True) as store:
         report = run(store, ["failures"])
-    narrow = terminal.render(report, width=120)
-    t7 = narrow[narrow.index("[Table 7]") :].split("Failures by category")[0]
-    header = next(ln for ln in t7.splitlines() if "reason" in ln and "categories" in ln)
-    assert header.count("(paper)") == 3 and "users" not in header  # trials, rtf p50, rtf total
-    hint = " ".join(t7.split("Not shown, for want of width: ")[1].split())
+
+    def table7(width: int) -> tuple[str, str]:
+        out = terminal.render(report, width=width)
+        t7 = out[out.index("[Table 7]") :].split("Failures by category")[0]
+        head = "\n".join(ln for ln in t7.splitlines() if ln.startswith("┃"))
+        hint = " ".join(t7.split("Not shown, for want of width: ")[1].split())
+        return head, hint
+
+    head, hint = table7(100)
+    assert head.count("(paper)") == 3 and "users" not in head  # trials, RTF p50, RTF share
     assert hint.startswith(
-        "jobs, users, rtf p90 min, rtf p95 min, gpu demand 1, gpu demand 2 4, gpu demand gt4, "
-        "rtf x demand, rtf x demand pct, example (and their paper values). All 26 columns: "
-        "--format md, html or json, or a terminal"
+        "jobs, users, RTF p90 (min), RTF p95 (min), 1 GPU, 2-4 GPUs, >4 GPUs, "
+        "RTF x demand (GPU-min), RTF x demand share (%), example (and their paper values). "
+        "All 26 columns: --format md, html or json, or a terminal"
     )
+    head, hint = table7(250)  # room for more: the next columns of the table, in order
+    assert head.count("(paper)") > 3 and "users" in head and "example" not in head
+    assert re.fullmatch(
+        r"(\S.*, )?example \(and their paper values\)\. All 26 columns: --format md, html "
+        r"or json, or a terminal (\d+) characters wide\.",
+        hint,
+    )
+    assert not hint.startswith(("jobs", "users"))
     wide = terminal.render(report, width=1000)
     assert "Not shown" not in wide
     t7 = wide[wide.index("[Table 7]") :]
@@ -286,3 +301,35 @@ def test_window_without_jobs_is_a_note(full_store: Path) -> None:
     assert notes[0].startswith("no job of VC b was submitted in this window (VC b; submitted")
     assert notes[0].endswith("jobs of VC b were submitted from 2017-10-02 00:10 to 2017-10-02 "
                              "00:10 UTC")  # fmt: skip
+
+
+def test_titles_have_no_nested_parentheses_and_sources_read_as_a_list(tmp_path: Path) -> None:
+    """Every table title with its paper reference reads "(paper: Figure 3, as
+    percentiles)", never "(paper: Figure 3 (as percentiles))"; the summary lists the job
+    sources of the bundled sample (its job log and its YARN logs) with ", " between them."""
+    from tests._sweep_data import sample_store
+
+    store = sample_store(tmp_path / "s")
+    md = invoke("--store", str(store), "--format", "md", "-q").stdout
+    titles = [ln for ln in md.splitlines() if ln.startswith("### ")]
+    assert len(titles) >= 15
+    assert (
+        "### Queueing delay (minutes) per VC and GPU demand (paper: Figure 3, as percentiles)"
+        in titles
+    )
+    assert [t for t in titles if re.search(r"\([^()]*\(", t)] == []
+    doc = json.loads(
+        invoke("--store", str(store), "--format", "json", "--section", "summary").stdout
+    )
+    summary = {r["metric"]: r["value"] for r in doc["summary"]}
+    assert summary["job sources"] == "philly_job_log, yarn_rm_log"
+
+
+def test_job_sources_are_split_deduplicated_and_sorted() -> None:
+    from philly_analyze.analysis.summary import _sources
+
+    assert _sources("yarn_rm_log,philly_job_log,philly_job_log,yarn_rm_log") == (
+        "philly_job_log, yarn_rm_log"
+    )
+    assert _sources("replay") == "replay"
+    assert _sources(None) is None and _sources(float("nan")) is None

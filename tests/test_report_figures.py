@@ -189,3 +189,47 @@ def test_the_demos_report_prints_nothing_on_stderr(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     assert p.stderr == ""
     assert len(list((tmp_path / "figures").glob("*.png"))) == 9
+
+
+def test_figure8_legend_sits_beside_the_plot_not_on_it() -> None:
+    """The legend used to sit in the upper left, over the curve of jobs within 0.1% early
+    (here: every passed job at its first epoch, a line along the top from x = 0)."""
+    curves = pd.DataFrame(
+        {
+            "status": ["passed", "passed", "killed"],
+            "frac_lowest": [0.9, 1.0, 0.5],
+            "frac_within": [0.0, 0.0, 0.3],
+        }
+    )
+    empty = [ResultTable("s", "s", pd.DataFrame())]
+    report = Report({"convergence": Section("convergence", "C", empty, data={"curves": curves})})
+    fig = _drawn(report)["fig8_convergence"]
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    legend, plot = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.x0 >= plot.x1  # wholly right of the plotting area
+    assert legend.y1 <= fig.bbox.y1 and legend.x1 <= fig.bbox.x1  # and inside the figure
+
+
+def _caption(report: Report, name: str) -> str:
+    (one,) = [r for r in figures.render_all(report, ("png",)) if r.spec.name == name]
+    return one.caption
+
+
+def test_figure4_caption_names_table5_only_when_its_panel_is_drawn(
+    no_wait_store: Path, tmp_path: Path
+) -> None:
+    """The no-wait store has no 16-GPU job: Figure 4 is the delay panel alone, and its
+    caption does not promise Table 5; with a 16-GPU job both panels and both names."""
+    report = _report(no_wait_store)
+    assert _caption(report, "fig4_locality") == "Queueing delay by servers spanned (Figure 4)"
+    assert len(_drawn(report)["fig4_locality"].axes) == 1
+    gpus = {"m0": list(range(8)), "m1": list(range(8))}
+    jobs = [Job("j", "a", "u", "passed", 0, [Att(0, 5, "passed", gpus)])]
+    util = minutes_util([(m, h, g, 50.0) for m in range(5) for h in gpus for g in range(8)])
+    both = write_store(
+        tmp_path / "s", machines={"m0": 8, "m1": 8}, jobs=jobs, extra={"gpu_util": util}
+    )
+    assert _caption(_report(both), "fig4_locality") == (
+        "Utilization and delay by servers spanned (Table 5, Figure 4)"
+    )

@@ -1,7 +1,10 @@
-"""The notebook runs top to bottom on the sample store (``make test-all``): through nbclient
-(its figures are drawn), and with the very commands the notebook and README give a user,
-``jupyter execute`` from the repository root and from the notebook's folder after
-``make demo`` (no PHILLY_STORE: the notebook finds ``demo-store/``)."""
+"""The notebook runs top to bottom on the sample store with the very commands the notebook
+and README give a user, ``jupyter execute`` from the repository root and from the notebook's
+folder after ``make demo`` (no PHILLY_STORE: the notebook finds ``demo-store/``), in the
+default suite (about 25 s: two kernels, every analysis twice).
+
+Through nbclient, the figures it draws are counted too; that run is the same notebook on the
+same store a third time, so it is left to ``make test-all``."""
 
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ def _sample_store(store: Path) -> Path:
     return build_store(store, jobs=600, two_gpu=12, eight_gpu=8, days=4, seed=11)
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # the notebook's third run (see the module doc): only the figures are new
 def test_notebook_executes(tmp_path: Path) -> None:
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
@@ -58,7 +61,6 @@ def test_notebook_executes(tmp_path: Path) -> None:
     assert len(images) >= 5  # the figures were drawn
 
 
-@pytest.mark.slow
 def test_jupyter_execute_from_the_root_and_from_the_notebooks_folder(tmp_path: Path) -> None:
     """A copy of the repository's layout: notebooks/paper_analyses.ipynb and, after
     `make demo`, demo-store/ at the root. Both commands of the notebook's introduction run."""

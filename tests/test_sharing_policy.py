@@ -249,3 +249,4 @@ def test_dedicated_without_training_gpus_says_why_no_job_started() -> None:
         ).stdout
     )
     assert "run no training" in doc["results"][0]["footnotes"]["jobs_unscheduled"]
+    assert doc["results"][0]["metrics"]["minutes"] == 120  # the short run asked for

@@ -196,7 +196,9 @@ def _table7(t: pd.DataFrame) -> ResultTable:
         "Failures by reason: trials, jobs, users, runtime to failure (RTF, minutes), GPU demand",
         df[order],
         paper="Table 7",
-        description="Trials = failed attempts; RTF x demand in GPU-minutes.",
+        description="Trials = failed attempts; RTF = runtime to failure; 1 GPU, 2-4 GPUs, "
+        ">4 GPUs: trials by the failed attempt's GPU demand; RTF x demand = RTF x GPUs; "
+        "example: the log line of the reason's first trial.",
         display=("reason", "categories", "trials", "rtf_p50_min", "rtf_total_pct"),
     )
 

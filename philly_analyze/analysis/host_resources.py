@@ -124,7 +124,7 @@ def compute(ctx: Context) -> Section:
             "host",
             "CPU and memory utilization (%) of servers while they ran GPU jobs",
             pd.DataFrame(rows),
-            paper="Figure 7 (as percentiles)",
+            paper="Figure 7, as percentiles",
             description="Per-minute samples of servers with at least one running attempt.",
         )
     )

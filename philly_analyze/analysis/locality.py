@@ -110,7 +110,7 @@ def _table5_per_attempt(attempts: pd.DataFrame) -> ResultTable | None:
         "table5_per_attempt",
         "GPU utilization (%) of 16-GPU jobs by servers spanned, each attempt weighing the same",
         pd.DataFrame(rows),
-        paper="Table 5 (paper values for comparison)",
+        paper="Table 5, for comparison",
         description="Each attempt's mean over its GPU-minutes; mean and percentiles over attempts.",
     )
 

@@ -265,7 +265,7 @@ def compute(ctx: Context) -> Section:
             "delay_by_vc",
             "Queueing delay (minutes) per VC and GPU demand",
             pd.DataFrame(rows),
-            paper="Figure 3 (as percentiles)",
+            paper="Figure 3, as percentiles",
             description="Delay = first start - submit; zero delays kept.",
             display=("vc", "gpu_bucket", "jobs", "mean_min", "p50_min", "p90_min", "p95_min"),
         )

@@ -36,9 +36,12 @@ class ResultTable:
     description: str = ""
     #: Columns the compact (terminal) view shows; None = all. Paper columns follow theirs.
     display: tuple[str, ...] | None = None
+    #: A table of one metric a row: a column of numbers keeps each one's type, so a count
+    #: reads "276" beside "29.86" (a column of other tables is one type: all floats).
+    per_row: bool = False
 
     def __post_init__(self) -> None:
-        self.frame = _numeric_columns(self.frame)
+        self.frame = _numeric_columns(self.frame, keep_ints=self.per_row)
 
     def records(self) -> list[dict[str, Any]]:
         """Rows as JSON-ready objects (NaN -> null, numpy scalars -> Python)."""
@@ -109,9 +112,10 @@ def json_value(v: Any) -> Any:
     return str(v) if not isinstance(v, str) else v
 
 
-def _numeric_columns(frame: pd.DataFrame) -> pd.DataFrame:
+def _numeric_columns(frame: pd.DataFrame, keep_ints: bool = False) -> pd.DataFrame:
     """Object columns holding only numbers and missing values become Int64 (all integers) or
-    float64, so renderers align and format them as numbers."""
+    float64, so renderers align and format them as numbers; with ``keep_ints``, a column of
+    integers and fractional numbers stays as it is (``ResultTable.per_row``)."""
     out = frame.copy()
     for c in out.columns:
         if str(c).startswith(PAPER_PREFIX) and pd.api.types.is_float_dtype(out[c].dtype):
@@ -129,7 +133,7 @@ def _numeric_columns(frame: pd.DataFrame) -> pd.DataFrame:
             continue
         if all(float(v).is_integer() and isinstance(v, (int, np.integer)) for v in vals):
             out[c] = pd.array([None if v is None or _isnan(v) else int(v) for v in out[c]], "Int64")
-        else:
+        elif not keep_ints or not any(isinstance(v, (int, np.integer)) for v in vals):
             out[c] = pd.to_numeric(out[c].astype(object), errors="coerce").astype("float64")
     return out
 

@@ -107,7 +107,7 @@ def compute(ctx: Context) -> Section:
             "fig9",
             "Average retries and unsuccessful rate by GPU demand",
             df,
-            paper="Figure 9 (values read off the plot)",
+            paper="Figure 9, values read off the plot",
             description="Retries = attempts after the first; rates are fractions of jobs.",
         )
     )

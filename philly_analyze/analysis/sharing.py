@@ -41,6 +41,10 @@ METRICS: tuple[tuple[str, str, str | None], ...] = (
 )
 
 
+#: The metrics of ``METRICS`` that count things.
+COUNTS = frozenset({"offline_completed", "evictions"})
+
+
 def compute(ctx: Context) -> Section:
     """Headline sharing metrics of a sharing replay's store, and the figures' inputs."""
     sec = Section(
@@ -64,16 +68,21 @@ def compute(ctx: Context) -> Section:
         rows.append(
             {
                 "metric": label,
-                "value": float(value) * scale,
+                # Counts (jobs, evictions) stay integers: "276", not "276.00".
+                "value": int(value) if key in COUNTS else float(value) * scale,
                 "paper_value": None if ref is None else ref * scale,
             }
         )
+    frame = pd.DataFrame(rows, columns=["metric", "value", "paper_value"])
+    # One type per value (pandas would make 276 a float beside 29.86).
+    frame["value"] = pd.Series([r["value"] for r in rows], index=frame.index, dtype=object)
     sec.tables.append(
         ResultTable(
             "sharing_metrics",
             f"Policy {out.policy}: online service and offline work",
-            pd.DataFrame(rows, columns=["metric", "value", "paper_value"]),
+            frame,
             paper=f"MuxFlow, {side} sharing" if side else None,
+            per_row=True,
             description=(
                 "Means over the simulated minutes; the paper's numbers are MuxFlow's production "
                 "cluster (20,000+ GPUs) and are comparable only in shape on other fleets."

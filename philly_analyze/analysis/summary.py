@@ -51,7 +51,7 @@ def compute(ctx: Context) -> Section:
         ("last end", _time(last_end)),
         # Absent, not 0, when no job that ran has a known GPU time.
         ("GPU hours used", None if pd.isna(j["gpu_hours"]) else float(j["gpu_hours"])),
-        ("job sources", j["sources"]),
+        ("job sources", _sources(j["sources"])),
     ]
     if pd.notna(j["first_submit"]) and pd.notna(j["last_end"]):
         rows.append(("span (days)", (j["last_end"] - j["first_submit"]).total_seconds() / 86400))
@@ -112,3 +112,12 @@ def _machines(ctx: Context, sec: Section) -> list[tuple[str, object]]:
             ),
         ),
     ]
+
+
+def _sources(joined: object) -> str | None:
+    """The job sources as a readable list: a job known to two sources has the value
+    ``philly_job_log,yarn_rm_log``, so the distinct values are split, deduplicated and sorted
+    (``philly_job_log, yarn_rm_log``)."""
+    if joined is None or (isinstance(joined, float) and pd.isna(joined)):
+        return None
+    return ", ".join(sorted({s.strip() for s in str(joined).split(",") if s.strip()}))

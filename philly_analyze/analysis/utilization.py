@@ -213,7 +213,7 @@ def compute(ctx: Context) -> Section:
             "table3_minute_weighted",
             "Mean per-minute GPU utilization (%) by job size and status, per GPU-minute",
             pd.DataFrame(rows),
-            paper="Table 3 (paper values for comparison)",
+            paper="Table 3, for comparison: it weighs each job alike",
             description="Each GPU-minute sample weighs the same: long and large jobs weigh more.",
         )
     )

@@ -83,6 +83,12 @@ def command(
 
     for name in dict.fromkeys(names):
         ds = datasets[name]
+        unverified = [f for f in ds.files if not f.checked]
+        if unverified and not url:
+            note(
+                f"{name}: {len(unverified)} of {len(ds.files)} files have URLs nobody has "
+                "verified (see `fetch --list`); their SHA-256 is checked all the same"
+            )
         done = fetch(ds, dest, urls=[url] if url else None, quiet=quiet, note=note)
         for path, _ in done:
             click.echo(str(path))
@@ -98,12 +104,12 @@ def command(
 
 
 def _listing(datasets: object) -> str:
+    from philly_analyze.fetch import checked_lines
     from philly_analyze.progress import human_bytes
 
     out = []
     for ds in datasets:  # type: ignore[attr-defined]
-        unchecked = sum(1 for f in ds.files if f.verified.startswith("no"))
-        checked = f"{len(ds.files) - unchecked} of {len(ds.files)} (how: the registry's `verified`)"
+        first, *unchecked = checked_lines(ds)
         out += [
             f"{ds.name}  ({human_bytes(ds.size)}, {len(ds.files)} file{'s' * (len(ds.files) > 1)})",
             f"  {ds.title}",
@@ -111,7 +117,12 @@ def _listing(datasets: object) -> str:
             f"  licence   {ds.licence}",
             f"  cite      {ds.citation}",
             f"  ingest    {ds.ingest.format(dir='.')}",
-            f"  checked   {checked}",
+            f"  checked   {first}",
+            *(f"  unchecked {line}" for line in unchecked),
             "",
         ]
-    return "\n".join(out)
+    out.append(
+        "Whatever was checked of its URL, every download is checked against the SHA-256 in "
+        "the registry (philly_analyze/data/datasets.toml): a file with other bytes is refused."
+    )
+    return "\n".join(out) + "\n"

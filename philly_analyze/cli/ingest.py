@@ -75,10 +75,16 @@ Examples:
   philly-analyze ingest sample_data/ --store demo-store
   philly-analyze ingest rm.log rm.log.1.gz logs/ --timezone UTC
   philly-analyze ingest ganglia/ --ganglia-host-pattern '(?P<host>[^_]+)_(?P<metric>.+)'
-  philly-analyze ingest traces/*.trace --gavel-throughputs throughputs.json --gavel-gpu v100
-  philly-analyze ingest rfold_philly_arrivals.csv --origin 2017-08-07T00:00:00-07:00
-  philly-analyze ingest slurm-logs/ --framework-job-key filename
+  philly-analyze ingest traces/*.trace --gavel-throughputs throughputs.json --gavel-gpu v100 \\
+      --store gavel-store
+  philly-analyze ingest rfold_philly_arrivals.csv --origin 2017-08-07T00:00:00-07:00 \\
+      --store rfold-store
+  philly-analyze ingest slurm-logs/ --framework-job-key filename --store slurm-store
   philly-analyze ingest sample_data/ --store demo-store --format json | jq .rows_in_store
+
+\b
+Another cluster's jobs (Gavel's, RFold's, a Slurm cluster's logs) go to a store of their own:
+ingested into the Philly trace's store they would mix with its jobs (and stretch its span).
 
 \b
 --format json prints the summary on stdout (it was --json, still accepted). --format with an

@@ -20,6 +20,7 @@ from philly_analyze.cli.options import (
     writes,
 )
 from philly_analyze.errors import UserError
+from philly_analyze.units import with_percent_keys
 
 FORMATS = ("table", "json", "csv", "md")
 
@@ -356,7 +357,7 @@ def _print(results: list, fmt: str, store_path: str, cluster: Any) -> None:
                     "params": r.params,
                     "seed": r.seed,
                     "sim_seconds": round(r.seconds, 3),
-                    "metrics": {k: _plain(v) for k, v in r.metrics.items()},
+                    "metrics": {k: _plain(v) for k, v in with_percent_keys(r.metrics).items()},
                     "per_vc": [
                         {k: _plain(v) for k, v in row.items()} for row in r.per_vc.to_pylist()
                     ],
@@ -371,7 +372,10 @@ def _print(results: list, fmt: str, store_path: str, cluster: Any) -> None:
         click.echo(json.dumps(doc, indent=2))
         return
     rows = [[k, *(r.metrics.get(k) for r, _ in results)] for k in keys]
-    if fmt == "csv":
+    if fmt == "csv":  # as json: each fraction followed by the same in percent (units.py)
+        full = [with_percent_keys(r.metrics) for r, _ in results]
+        every = list(with_percent_keys(dict.fromkeys(keys, 0.0)))
+        rows = [[k, *(m.get(k) for m in full)] for k in every]
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["metric", *names])
@@ -414,6 +418,9 @@ def _print_rows(df: Any, fmt: str, header: dict[str, Any]) -> None:
 
     cols = [str(c) for c in df.columns]
     rows = df.to_dict(orient="records")
+    if fmt in ("json", "csv"):  # each fraction followed by the same in percent (units.py)
+        rows = [with_percent_keys(r) for r in rows]
+        cols = list(rows[0]) if rows else cols
     if fmt == "json":
         plain = [{k: _plain(v) for k, v in r.items()} for r in rows]
         click.echo(json.dumps({**header, "rows": plain}, indent=2))

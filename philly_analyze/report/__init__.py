@@ -71,5 +71,5 @@ def render(
 
     figs: dict[str, list[tuple[str, bytes]]] = {}
     for r in rendered:
-        figs.setdefault(r.spec.section, []).append((r.spec.caption, r.data["png"]))
+        figs.setdefault(r.spec.section, []).append((r.caption, r.data["png"]))
     return html.render(report, figs)

@@ -48,6 +48,12 @@ class FigureSpec:
     caption: str
     section: str
     build: Callable[[Report], Figure | None]
+    #: The caption for a report, when it depends on what the figure could draw.
+    caption_of: Callable[[Report], str] | None = None
+
+    def caption_for(self, report: Report) -> str:
+        """This figure's caption in ``report``."""
+        return self.caption_of(report) if self.caption_of else self.caption
 
 
 FIGURES: tuple[FigureSpec, ...] = (
@@ -74,6 +80,7 @@ FIGURES: tuple[FigureSpec, ...] = (
         "Utilization and delay by servers spanned (Table 5, Figure 4)",
         "locality",
         plots.fig4_locality,
+        plots.fig4_caption,
     ),
     FigureSpec(
         "fig5_util_by_status",
@@ -101,7 +108,7 @@ FIGURES: tuple[FigureSpec, ...] = (
     ),
     FigureSpec(
         "sharing_day",
-        "GPU sharing: online GPUs over the simulated day (MuxFlow)",
+        "GPU sharing: online GPUs over the simulated period (MuxFlow)",
         "gpu_sharing",
         plots.sharing_day,
     ),
@@ -146,16 +153,18 @@ def to_bytes(fig: Figure, fmt: str) -> bytes:
 
 @dataclass(frozen=True)
 class Rendered:
-    """A figure drawn once: its spec and its bytes per format."""
+    """A figure drawn once: its spec, its caption and its bytes per format."""
 
     spec: FigureSpec
     data: dict[str, bytes]
+    caption: str = ""
 
 
 def render_all(report: Report, formats: tuple[str, ...] = ("png", "svg")) -> list[Rendered]:
     """Every figure of the report, drawn once per format."""
     return [
-        Rendered(spec, {fmt: to_bytes(fig, fmt) for fmt in formats}) for spec, fig in build(report)
+        Rendered(spec, {fmt: to_bytes(fig, fmt) for fmt in formats}, spec.caption_for(report))
+        for spec, fig in build(report)
     ]
 
 

@@ -16,7 +16,7 @@ from philly_analyze.analysis.common import BUCKET_LABELS, STATUSES, ecdf, hist_c
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from philly_analyze.analysis import Report
+    from philly_analyze.analysis import Report, Section
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#7f7f7f")
 #: Ten colours (matplotlib's tab10) and the line styles that tell a colour's later uses apart:
@@ -219,21 +219,42 @@ def _table5_panel(ax: Any, s16: pd.DataFrame) -> None:
         ax.legend(loc="lower right", fontsize=7.5, title="mean util %", title_fontsize=7.5)
 
 
+def _fig4_panels(sec: Section) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """The data of Figure 4's two panels, None for a panel with nothing to draw: Table 5's
+    utilization of 16-GPU attempts by servers, and the queueing delay by servers spanned."""
+    s16 = sec.data.get("servers16")
+    dly = sec.frame("delay_by_servers") if sec.has_table("delay_by_servers") else None
+    return (
+        s16 if s16 is not None and not s16.empty else None,
+        dly if dly is not None and not dly.empty else None,
+    )
+
+
+def fig4_caption(report: Report) -> str:
+    """Figure 4's caption, naming Table 5 only when its panel is drawn."""
+    sec = _section(report, "locality")
+    s16, dly = _fig4_panels(sec) if sec is not None else (None, None)
+    if s16 is None:
+        return "Queueing delay by servers spanned (Figure 4)"
+    if dly is None:
+        return "GPU utilization of 16-GPU jobs by servers spanned (Table 5)"
+    return "Utilization and delay by servers spanned (Table 5, Figure 4)"
+
+
 def fig4_locality(report: Report) -> Figure | None:
     sec = _section(report, "locality")
     if sec is None:
         return None
-    s16 = sec.data.get("servers16")
-    dly = sec.frame("delay_by_servers") if sec.has_table("delay_by_servers") else None
-    panels = int(s16 is not None and not s16.empty) + int(dly is not None and not dly.empty)
+    s16, dly = _fig4_panels(sec)
+    panels = int(s16 is not None) + int(dly is not None)
     if panels == 0:
         return None
     fig, axes = _fig(4.6 * panels, 3.6, panels, 1)
     i = 0
-    if s16 is not None and not s16.empty:
+    if s16 is not None:
         _table5_panel(axes[0][i], s16)
         i += 1
-    if dly is not None and not dly.empty:
+    if dly is not None:
         from matplotlib.ticker import MaxNLocator
 
         ax = axes[0][i]
@@ -359,7 +380,7 @@ def fig8_convergence(report: Report) -> Figure | None:
     from philly_analyze.analysis.convergence import cdf
 
     c = sec.data["curves"]
-    fig, axes = _fig(6.0, 3.8)
+    fig, axes = _fig(8.4, 3.8)  # the plot as wide as before, the legend beside it
     ax = axes[0][0]
     spec = {
         ("passed", "frac_within"): ("#2ca02c", "-", "passed: within 0.1% of lowest"),
@@ -396,7 +417,8 @@ def fig8_convergence(report: Report) -> Figure | None:
     ax.set_xlabel("fraction of epochs (0 = first, 1 = last)")
     ax.set_ylabel("fraction of jobs")
     ax.set_title("Figure 8: epochs needed to reach the lowest loss")
-    ax.legend(loc="upper left", fontsize=7.5)
+    # Outside the axes: inside, any corner covers a curve or a paper marker of some store.
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7.5)
     return fig
 
 

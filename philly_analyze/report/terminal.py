@@ -38,10 +38,11 @@ def _fitted(t: ResultTable, width: int) -> Table:
     """The whole table when it fits ``width``, else its compact columns with a caption naming
     the columns left out (Table 7 shows 8 of its 26 on a normal terminal)."""
     full = _table(t, text.columns(t))
-    need = Measurement.get(_MEASURE, _MEASURE.options, full).minimum
+    need = _width(full)
     compact = text.columns(t, compact=True)
     if need <= width or len(compact) == len(full.columns):
         return full
+    compact = _filled(t, compact, width)
     left_out = [
         text.header(c) for c in text.columns(t) if c not in compact and not text.is_paper(c)
     ]
@@ -51,6 +52,29 @@ def _fitted(t: ResultTable, width: int) -> Table:
         "characters wide."
     )
     return _table(t, compact, hint)
+
+
+def _width(tbl: Table, natural: bool = False) -> int:
+    """The narrowest a table can be printed (text columns folded), or with ``natural`` its
+    width with no cell folded."""
+    m = Measurement.get(_MEASURE, _MEASURE.options, tbl)
+    return m.maximum if natural else m.minimum
+
+
+def _filled(t: ResultTable, compact: list[str], width: int) -> list[str]:
+    """The compact columns plus the left-out ones (each with its paper value) in the table's
+    order, as long as they fit ``width`` with no cell folded: a wider terminal shows more,
+    and what it leaves out is the table's tail, not columns picked here and there."""
+    cols = list(compact)
+    for c in text.columns(t):
+        if c in cols or text.is_paper(c):
+            continue
+        paper = [text.PAPER_PREFIX + c] if text.PAPER_PREFIX + c in t.frame.columns else []
+        trial = [x for x in text.columns(t) if x in {*cols, c, *paper}]
+        if _width(_table(t, trial), natural=True) > width:
+            break
+        cols = trial
+    return cols
 
 
 def _table(t: ResultTable, cols: list[str], hint: str | None = None) -> Table:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from philly_analyze.analysis import paper
@@ -14,8 +15,29 @@ if TYPE_CHECKING:
     from philly_analyze.analysis import Report
 
 MISSING = "–"
-#: Display names where ``_`` -> space reads badly.
-HEADERS = {"gpus_1": "1 GPU", "gpus_2_4": "2-4 GPUs", "gpus_5_8": "5-8 GPUs", "gpus_gt8": ">8 GPUs"}
+#: Display names where the general rule (``header``) reads badly.
+HEADERS = {
+    "gpus_1": "1 GPU",
+    "gpus_2_4": "2-4 GPUs",
+    "gpus_5_8": "5-8 GPUs",
+    "gpus_gt8": ">8 GPUs",
+    # Table 7: trials by the failed attempt's GPU demand (the paper's "GPU demand" columns).
+    "gpu_demand_1": "1 GPU",
+    "gpu_demand_2_4": "2-4 GPUs",
+    "gpu_demand_gt4": ">4 GPUs",
+    "rtf_total_pct": "RTF share (%)",
+    "rtf_x_demand": "RTF x demand (GPU-min)",
+    "rtf_x_demand_pct": "RTF x demand share (%)",
+    # Figure 8's summary: fractions of a job's epochs.
+    "median_frac_lowest": "median fraction to lowest",
+    "median_frac_within": "median fraction to within 0.1%",
+    "within_by_40pct": "jobs within 0.1% by 40%",
+}
+#: Words of column names written as a reader expects them.
+WORDS = {"gpu": "GPU", "gpus": "GPUs", "cpu": "CPU", "rtf": "RTF", "vc": "VC", "jct": "JCT"}
+#: A column name's last word that is its unit: shown in parentheses (``p50_min`` would read
+#: as "p50 min", a minimum, and ``jobs_pct`` as "jobs pct").
+UNITS = {"pct": "%", "min": "min", "s": "s"}
 
 
 def is_paper(col: str) -> bool:
@@ -24,10 +46,17 @@ def is_paper(col: str) -> bool:
 
 
 def header(col: str) -> str:
-    """Display name of a column: ``paper_x`` -> ``(paper)``, underscores -> spaces."""
+    """Display name of a column: ``paper_x`` -> ``(paper)``; else ``HEADERS``, or the words
+    of the name (``WORDS`` in their usual case) with a unit suffix in parentheses:
+    ``rtf_p50_min`` -> ``RTF p50 (min)``, ``gpu_time_pct`` -> ``GPU time (%)``."""
     if is_paper(col):
         return "(paper)"
-    return HEADERS.get(col, col.replace("_", " "))
+    if col in HEADERS:
+        return HEADERS[col]
+    words = col.split("_")
+    unit = UNITS.get(words[-1]) if len(words) > 1 else None
+    name = " ".join(WORDS.get(w, w) for w in (words[:-1] if unit else words))
+    return f"{name} ({unit})" if unit else name
 
 
 def cell(value: Any) -> str:
@@ -59,8 +88,16 @@ def cell(value: Any) -> str:
 
 
 def is_numeric(table: ResultTable, col: str) -> bool:
-    """Whether a column is right-aligned (numbers and the paper's values)."""
-    return is_paper(col) or pd.api.types.is_numeric_dtype(table.frame[col].dtype)
+    """Whether a column is right-aligned (numbers and the paper's values; in a table of one
+    metric a row, a column of ints and floats)."""
+    if is_paper(col) or pd.api.types.is_numeric_dtype(table.frame[col].dtype):
+        return True
+    vals = table.frame[col].dropna().tolist()
+    return table.per_row and bool(vals) and all(_is_number(v) for v in vals)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
 
 
 def columns(table: ResultTable, compact: bool = False) -> list[str]:

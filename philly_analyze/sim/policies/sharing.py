@@ -43,7 +43,14 @@ PARAMS = (
     Param(
         "disable", str, "", "mechanisms to switch off, comma-separated: " + ", ".join(MECHANISMS)
     ),
-    Param("minutes", int, None, "simulated minutes (None: last submit + one day)", 1, True),
+    Param(
+        "minutes",
+        int,
+        None,
+        "simulated minutes (None: last submit + one day; with scenario paper, its day of 1,440)",
+        1,
+        True,
+    ),
     Param("step_minutes", int, 1, "time step of the per-GPU state, minutes", 1),
     Param("compare_philly", bool, True, "also replay the jobs under philly for JCT/queue ratios"),
 )

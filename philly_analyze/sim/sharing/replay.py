@@ -53,7 +53,10 @@ def sharing_config(params: Mapping[str, Any], total_gpus: int) -> tuple[SharingC
 
         raise UserError(f"unknown scenario {params['scenario']!r}; the only one is 'paper'")
     if scenario == "paper":
-        return paper_config(cfg, params["online_gpus"]), True
+        cfg = paper_config(cfg, params["online_gpus"])
+        if params["minutes"] is not None:  # the scenario's day, shortened or lengthened
+            cfg = cfg.with_(**{"paper.minutes": int(params["minutes"])})
+        return cfg, True
     online = params["online_gpus"]
     if online is None:
         online = round(params["online_ratio"] * total_gpus)
@@ -196,7 +199,9 @@ def to_tables(
             ),
             "num_gpus": pa.array(sizes, pa.int32()),
             "num_machines": pa.array(n_machines, pa.int32()),
-            "duration_s": pa.array(np.where(running, np.nan, (end - start) / 1e6), pa.float64()),
+            # Null, not NaN, for an attempt still running at the horizon: NaN would turn
+            # every sum over it (jobs.gpu_time_s, the summary's GPU hours) into NaN.
+            "duration_s": pa.array((end - start) / 1e6, pa.float64(), mask=running),
             "outcome": pa.array(canon, pa.string()),
             "source": pa.array([SOURCE] * len(att), pa.string()),
         },
@@ -334,7 +339,7 @@ def _offline_input(
     jobs = paper_jobs(cfg, seed)
     note = (
         f"scenario paper: {cfg.cluster.online_gpus:,} online GPUs, {len(jobs):,} "
-        "synthetic offline jobs (no store is used)"
+        f"synthetic offline jobs over {cfg.paper.minutes:,} minutes (no store is used)"
     )
     return jobs, int(PAPER_ORIGIN.value // 1000), cfg.paper.minutes, [note]
 
