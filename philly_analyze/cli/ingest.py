@@ -303,6 +303,9 @@ def _summary_json(report: IngestReport, counts: dict[str, int]) -> dict:
                 "message": o.message,
                 "rows": o.rows,
                 "rejected": o.rejected,
+                "not_text_bytes": o.not_text_bytes,
+                "not_text_lines": o.not_text_lines,
+                "first_not_text_line": o.first_not_text_line,
             }
             for o in report.outcomes
         ],
