@@ -172,7 +172,7 @@ def _run_on(
 ) -> tuple[int, int]:
     cols = "{" + ", ".join(f"{sql_literal(n)}: {sql_literal(t)}" for n, t in spec.columns) + "}"
     guard.restart()
-    with source.duckdb_path(tracker, guard) as path:
+    with source.duckdb_path(tracker, guard, batch.staging) as path:
         raw = (
             # quote = '': these files never quote, and one stray '"' would otherwise swallow
             # every following line into a single unterminated field.

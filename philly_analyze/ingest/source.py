@@ -16,6 +16,7 @@ import hashlib
 import io
 import lzma
 import os
+import shutil
 import stat
 import tarfile
 import tempfile
@@ -24,9 +25,11 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from philly_analyze import querystop
 from philly_analyze.errors import InputFormatError, UnreadableInputError
 from philly_analyze.ingest.textbytes import TextDamage
 from philly_analyze.progress import NullTracker, Tracker
@@ -193,15 +196,21 @@ class Source:
 
     @contextmanager
     def duckdb_path(
-        self, tracker: Tracker | None = None, guard: LineGuard | None = None
+        self,
+        tracker: Tracker | None = None,
+        guard: LineGuard | None = None,
+        folder: Path | None = None,
     ) -> Iterator[str]:
         """A path DuckDB can read: the file itself when plain, else a named pipe fed from
         ``open()``. The SHA-256 is computed either way.
 
         With a ``guard`` (``csvguard.LineGuard``) it is always the pipe, and the lines the
         guard rejects are blanked before DuckDB reads them (``guard.rejects`` lists them
-        afterwards). Through the pipe, ingesting a 300 MB cluster_gpu_util took no more CPU
-        than from the file (docs/raw-sources.md), and the bytes fed move the progress bar.
+        afterwards); the bytes fed move the progress bar. (DuckDB reads the pipe with the
+        CPU it takes to read the file: docs/raw-sources.md has the measurement.)
+
+        The pipe is made in ``folder`` (a batch's staging folder, which the store removes even
+        after a kill), else in the system's temporary folder.
         """
         tracker = tracker or NullTracker()
         if guard is None and self.path is not None and self.compression is None:
@@ -212,7 +221,10 @@ class Source:
             finally:
                 hasher.join()
             return
-        with tempfile.TemporaryDirectory(prefix="philly-fifo-") as d:
+        with (
+            tempfile.TemporaryDirectory(prefix="philly-fifo-", dir=folder) as d,
+            querystop.at_hard_exit(partial(shutil.rmtree, d, ignore_errors=True)),
+        ):
             fifo = os.path.join(d, "stream")
             os.mkfifo(fifo)
             errors: list[BaseException] = []
