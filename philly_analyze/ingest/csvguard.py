@@ -80,6 +80,8 @@ class LineGuard:
         if self._long is not None:
             nl = data.find(b"\n")
             piece = data if nl < 0 else data[:nl]
+            if len(self._long.start) < RAW_KEPT:
+                self._long.start += piece[: RAW_KEPT - len(self._long.start)]
             self._long.size += len(piece)
             self._long.fields += piece.count(self._delim)
             if nl < 0:
