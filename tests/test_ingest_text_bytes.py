@@ -233,5 +233,7 @@ def test_binary_files_are_still_skipped(tmp_path: Path, store_dir: Path) -> None
     skipped = {Path(s["source"]).name: s["message"] for s in out if s["status"] == "unknown"}
     assert sorted(skipped) == ["plot-copy", "plot.png", "python"]
     for message in skipped.values():
-        assert message.startswith("binary file (") and "above 30%" in message
+        assert message == (
+            "binary file (more than 30% of its first 8 KB is not text), not a text log or trace"
+        )
     assert q(store_dir, "SELECT count(*) FROM scheduler_events") == [(1,)]

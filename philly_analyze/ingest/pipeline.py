@@ -40,7 +40,6 @@ from philly_analyze.ingest.textbytes import (
     BINARY_SAMPLE,
     BINARY_SHARE,
     TextDamage,
-    binary_share,
     looks_binary,
 )
 from philly_analyze.store import Batch, Store
@@ -135,13 +134,13 @@ def _sources(paths: Sequence[Path]) -> Iterator[tuple[Source | None, bool, str, 
 
 
 def _binary(head: bytes) -> str:
-    """Why a source is skipped as binary ("" when it is text)."""
+    """Why a source is skipped as binary ("" when it is text). One wording for every such file,
+    so that a folder of them folds into one line of the summary."""
     if not looks_binary(head):
         return ""
-    share = binary_share(head)
     return (
-        f"binary file ({share:.0%} of its first {min(len(head), BINARY_SAMPLE):,} bytes are "
-        f"not text, above {BINARY_SHARE:.0%}), not a text log or trace"
+        f"binary file (more than {BINARY_SHARE:.0%} of its first {BINARY_SAMPLE // 1024} KB "
+        "is not text), not a text log or trace"
     )
 
 
