@@ -28,23 +28,25 @@ def _feed(guard: LineGuard, data: bytes, size: int) -> bytes:
     return out + guard.end()
 
 
-STREAM = (
-    b"h1,h2,h3\n"  # 1: the header
-    b"a,b,c\n"  # 2
-    b"a,b,c,d\n"  # 3: four fields where three are declared
-    + b"x"
-    * 25
-    + b"\n"  # 4: 25 bytes, over the 20 allowed here
-    b"\n"  # 5: empty (DuckDB skips it)
-    b"a,b\n"  # 6: too few fields: left to DuckDB
-     + b"y," * 15  # 7: 30 bytes and 16 fields, no newline at the end
+STREAM = b"".join(
+    [
+        b"h1,h2,h3\n",  # 1: the header
+        b"a,b,c\n",  # 2
+        b"a,b,c,d\n",  # 3: four fields where three are declared
+        b"x" * 25 + b"\n",  # 4: 25 bytes, over the 20 allowed here
+        b"\n",  # 5: empty (DuckDB skips it)
+        b"a,b\n",  # 6: too few fields: left to DuckDB
+        b"a,\x00b,c\n",  # 7: a NUL byte (DuckDB would keep it in the value)
+        b"y," * 15,  # 8: 30 bytes and 16 fields, no newline at the end
+    ]
 )
-#: The stream as DuckDB gets it: lines 3, 4 and 7 blanked, so line numbers stay the file's.
-BLANKED = b"h1,h2,h3\na,b,c\n\n\n\na,b\n"
+#: The stream as DuckDB gets it: lines 3, 4, 7 and 8 blanked, so line numbers stay the file's.
+BLANKED = b"h1,h2,h3\na,b,c\n\n\n\na,b\n\n"
 REJECTS = [
     (3, "TOO MANY COLUMNS: 4 fields where 3 are declared: not read", "a,b,c,d"),
     (4, "line of 25 bytes, longer than the 20 allowed: not read", "x" * 25),
-    (7, "line of 30 bytes, longer than the 20 allowed: not read", "y," * 15),
+    (7, "binary data (a NUL byte) in a text line: not read", "a,\x00b,c"),
+    (8, "line of 30 bytes, longer than the 20 allowed: not read", "y," * 15),
 ]
 
 
@@ -55,7 +57,7 @@ def test_guard_blanks_and_names_the_bad_lines_in_any_chunking(size: int) -> None
     assert [(r.line_no, r.reason, r.raw) for r in guard.rejects] == REJECTS
     guard.restart()  # read again (the strict query failed): the same, not twice
     assert _feed(guard, STREAM, size) == BLANKED
-    assert len(guard.rejects) == 3
+    assert len(guard.rejects) == 4
 
 
 def test_guard_passes_good_lines_untouched() -> None:
@@ -82,6 +84,8 @@ def _util_file(path: Path, compress: bool) -> Path:
         _good(8),  # 9
         "2017-10-01 00:09:00 PDT,mZ,1,2,3,4,5,6,7,8,9,\n",  # 10: 12 fields, 11 declared
         _good(10),  # 11
+        "2017-10-01 00:11:00 PDT,m\x002,1,2,3,4,5,6,7,8,\n",  # 12: a NUL byte
+        _good(12),  # 13
     ]
     data = "".join(lines).encode()
     if compress:
@@ -103,15 +107,16 @@ def test_long_and_wide_lines_in_cluster_gpu_util(
         timeout=120,
     )
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["rejected"] == 3
-    # The 7 good lines, 8 GPUs each.
-    assert q(store_dir, "SELECT count(*), count(DISTINCT time) FROM gpu_util") == [(56, 7)]
+    assert json.loads(r.stdout)["rejected"] == 4
+    # The 8 good lines, 8 GPUs each.
+    assert q(store_dir, "SELECT count(*), count(DISTINCT time) FROM gpu_util") == [(64, 8)]
     assert q(store_dir, "SELECT DISTINCT machine_id FROM gpu_util") == [("m0",)]
     rejects = q(store_dir, "SELECT line_no, reason, raw FROM rejects ORDER BY line_no")
     assert [(n, reason) for n, reason, _ in rejects] == [
         (5, "line of 200,026 bytes, longer than the 65,536 allowed: not read"),
         (8, "line of 10,000,026 bytes, longer than the 65,536 allowed: not read"),
         (10, "TOO MANY COLUMNS: 12 fields where 11 are declared: not read"),
+        (12, "binary data (a NUL byte) in a text line: not read"),
     ]
     # Each reject shows the start of its line (rejects.raw keeps 1,000 characters).
     assert rejects[0][2] == ("2017-10-01 00:04:00 PDT,mX" + ",1.0" * 50_000)[:1000]

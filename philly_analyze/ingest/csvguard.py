@@ -1,4 +1,4 @@
-"""Lines of a utilization CSV that DuckDB must not see: too long or too wide.
+"""Lines of a utilization CSV that DuckDB must not see: too long, too wide, or holding NUL.
 
 With ``store_rejects``, DuckDB's CSV reader records one error for each field beyond the
 declared columns, each repeating the line (up to 10,000 characters). The cost grows with the
@@ -7,8 +7,9 @@ cost 32 CPU seconds and 1.77 GB for a single reject, and one of 2.5 million fiel
 for more than 300 s (measured with DuckDB 2.0.1).
 
 So every line is checked first, vectorized per chunk, as the file is fed to DuckDB through a
-pipe (``LineGuard``): a line with more fields than the declared columns, or longer than
-``MAX_LINE_BYTES``, is a reject naming its line, and DuckDB reads the file with that line
+pipe (``LineGuard``): a line with more fields than the declared columns, longer than
+``MAX_LINE_BYTES`` or holding a NUL byte (which DuckDB would keep inside a value, as a machine
+named ``m<NUL>2``), is a reject naming its line, and DuckDB reads the file with that line
 blanked (an empty line, which DuckDB skips while keeping the file's line numbers). Other bad
 lines (too few fields, a value that is not a number) are left to DuckDB, which then records at
 most one error per declared column of a line. Checking costs about 2 ms of CPU per MB.
@@ -47,11 +48,12 @@ class _LongLine:
 
 
 class LineGuard:
-    """Finds and blanks the lines of a delimited text stream that are too long or too wide.
+    """Finds and blanks the lines of a delimited text stream that are too long or too wide, or
+    hold a NUL byte.
 
     ``feed`` takes the stream's chunks in order and gives back the bytes to pass on: whole
     lines only (a line not ended yet is held back; ``end`` gives it out), with each rejected
-    line replaced by an empty line. The first line (the header) is checked for length only.
+    line replaced by an empty line. The header (first line) is not checked for its width.
     """
 
     def __init__(
@@ -121,10 +123,15 @@ class LineGuard:
         )
         self._line = long.line_no + 1
 
-    def _reason(self, size: int, fields: int) -> str:
+    def _reason(self, size: int, fields: int, nul: bool = False) -> str:
         if size > self.max_bytes:
             return f"line of {size:,} bytes, longer than the {self.max_bytes:,} allowed: not read"
-        return f"TOO MANY COLUMNS: {fields:,} fields where {self.columns} are declared: not read"
+        if fields > self.columns:
+            return (
+                f"TOO MANY COLUMNS: {fields:,} fields where {self.columns} are declared: not read"
+            )
+        assert nul
+        return "binary data (a NUL byte) in a text line: not read"
 
     def _check(self, whole: bytes) -> bytes:
         """``whole`` (lines, ending with a newline) with its bad lines blanked."""
@@ -133,10 +140,14 @@ class LineGuard:
         fields = np.diff(np.searchsorted(np.flatnonzero(a == self._delim_code), nl), prepend=0) + 1
         sizes = np.diff(nl, prepend=-1) - 1
         bad = (sizes > self.max_bytes) | (fields > self.columns)
+        nul = np.zeros(len(nl), dtype=bool)
+        if b"\x00" in whole:  # a fast scan; DuckDB would keep the NUL inside a value
+            nul[np.searchsorted(nl, np.flatnonzero(a == 0))] = True
+            bad |= nul
         first = self._line
         self._line += len(nl)
         if first == 1:  # the header: its width is what the columns were declared from
-            bad[0] = sizes[0] > self.max_bytes
+            bad[0] = sizes[0] > self.max_bytes or nul[0]
         if not bad.any():
             return whole
         out: list[bytes] = []
@@ -149,7 +160,7 @@ class LineGuard:
             self.rejects.append(
                 GuardReject(
                     first + i,
-                    self._reason(int(sizes[i]), int(fields[i])),
+                    self._reason(int(sizes[i]), int(fields[i]), bool(nul[i])),
                     _raw(whole[lo : min(int(nl[i]), lo + RAW_KEPT)]),
                 )
             )
