@@ -12,7 +12,7 @@ pipe (``LineGuard``): a line with more fields than the declared columns, longer 
 named ``m<NUL>2``), is a reject naming its line, and DuckDB reads the file with that line
 blanked (an empty line, which DuckDB skips while keeping the file's line numbers). Other bad
 lines (too few fields, a value that is not a number) are left to DuckDB, which then records at
-most one error per declared column of a line. Checking costs about 2 ms of CPU per MB.
+most one error per declared column of a line. Checking costs 2 to 4 ms of CPU per MB.
 """
 
 from __future__ import annotations
