@@ -10,12 +10,12 @@ Ctrl-C took effect only when the query ended, minutes later. So, while the CLI r
   (``signal.set_wakeup_fd``), where a watcher thread reads it and calls ``interrupt()`` on
   every open connection made by ``store.connect`` (``register``): a query that looks at its
   interrupt flag ends within milliseconds, and the verb unwinds as for any Ctrl-C;
-- if the verb has not ended ``GRACE_SECONDS`` later, the watcher prints "interrupted" and ends
-  the process with status 130 (``os._exit``). The store then keeps its previous state as after
-  a kill: a batch is published by one catalog transaction, and its staged files are removed by
-  the next write. A store commit in progress (``no_hard_exit``) is waited for first, and the
-  clean-ups registered with ``at_hard_exit`` run (a store this run created and committed
-  nothing to is removed; a named pipe's folder is).
+- if a connection was open and the verb has not ended ``GRACE_SECONDS`` later, the watcher
+  prints "interrupted" and ends the process with status 130 (``os._exit``). The store then
+  keeps its previous state as after a kill: a batch is published by one catalog transaction,
+  and its staged files are removed by the next write. A store commit in progress
+  (``no_hard_exit``) is waited for first, and the clean-ups registered with ``at_hard_exit``
+  run (a store this run created and committed nothing to is removed; a pipe's folder is).
 """
 
 from __future__ import annotations
@@ -128,11 +128,11 @@ def _watch(read_fd: int, ended: threading.Event) -> None:
             return
         if ended.is_set() or not data:
             return
-        if signal.SIGINT in data:
-            interrupt_all()
-            if not ended.wait(GRACE_SECONDS):
-                _end_process(ended)
-                return
+        # With no DuckDB connection open, no query holds the main thread: the usual Ctrl-C
+        # handling (a worker pool shutting down, say) is left alone.
+        if signal.SIGINT in data and interrupt_all() and not ended.wait(GRACE_SECONDS):
+            _end_process(ended)
+            return
 
 
 def _end_process(ended: threading.Event) -> None:
