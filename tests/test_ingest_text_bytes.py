@@ -170,6 +170,7 @@ def test_framework_log_with_bad_bytes_in_its_first_8_kb_is_read(
     assert (src["status"], src["format"]) == ("ingested", "framework_log")
     got = (src["not_text_bytes"], src["not_text_lines"], src["first_not_text_line"])
     assert got == (5, 2, 2)
+    assert json.loads(r.stdout)["not_text_bytes"] == 5
     assert q(store_dir, "SELECT epoch, loss, line_no FROM epochs ORDER BY 1") == [
         (5, 3.0, 1),
         (6, 2.0, 3),
@@ -196,6 +197,10 @@ def test_a_hole_of_nul_bytes_is_one_bad_line(tmp_path: Path, store_dir: Path) ->
         (11, "binary data in a text log")
     ]
     assert q(store_dir, "SELECT line_no FROM scheduler_events") == [(12,)]
+    # Without --format json, the summary's title gives the total.
+    r = CliRunner().invoke(main, ["ingest", str(log), "--store", str(store_dir), "--replace"])
+    title = " ".join(r.stderr.split())  # the title, wrapped to the table's width
+    assert "1 rows rejected, 4,096 bytes not text in 1 file ┏" in title
 
 
 def _png(path: Path) -> bytes:

@@ -87,6 +87,11 @@ class IngestReport:
     def rejected(self) -> int:
         return sum(o.rejected for o in self.outcomes)
 
+    @property
+    def not_text_bytes(self) -> int:
+        """Bytes that were not text, over every source."""
+        return sum(o.not_text_bytes for o in self.outcomes)
+
     def rows_by_table(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for o in self.outcomes:
