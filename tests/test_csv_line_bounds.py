@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from philly_analyze.cli import main
 from philly_analyze.ingest.csvguard import LineGuard
 from tests.philly_files import GPU_HEADER
 from tests.store_query import q
@@ -122,3 +124,30 @@ def test_long_and_wide_lines_in_cluster_gpu_util(
     assert rejects[0][2] == ("2017-10-01 00:04:00 PDT,mX" + ",1.0" * 50_000)[:1000]
     assert rejects[1][2].startswith("2017-10-01 00:07:00 PDT,mY,1.0,")
     assert rejects[2][2] == "2017-10-01 00:09:00 PDT,mZ,1,2,3,4,5,6,7,8,9,"
+
+
+def test_a_line_too_wide_with_a_bad_time_is_one_reject(tmp_path: Path, store_dir: Path) -> None:
+    """A bad time sends the file through the slow path (read again, times found in Python):
+    a line the guard rejected is not rejected a second time for its time."""
+    f = tmp_path / "cluster_gpu_util"
+    f.write_text(
+        GPU_HEADER
+        + _good(1)
+        + "yesterday,m0,1,2,3,4,5,6,7,8,\n"  # 3
+        + _good(2)
+        + "2017-10-01 00:03:00 PDT,mX"
+        + ",1" * 30
+        + "\n"  # 5: 32 fields
+        + "tomorrow,m0"
+        + ",1" * 30
+        + "\n"  # 6: 32 fields and a bad time
+        + _good(4)
+    )
+    r = CliRunner().invoke(main, ["ingest", str(f), "--store", str(store_dir), "-q"])
+    assert r.exit_code == 0, r.output
+    assert q(store_dir, "SELECT line_no, reason FROM rejects ORDER BY 1") == [
+        (3, "unparsable time 'yesterday'"),
+        (5, "TOO MANY COLUMNS: 32 fields where 11 are declared: not read"),
+        (6, "TOO MANY COLUMNS: 32 fields where 11 are declared: not read"),
+    ]
+    assert q(store_dir, "SELECT count(*) FROM gpu_util") == [(24,)]
