@@ -56,7 +56,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from philly_analyze import artifacts, schemas
+from philly_analyze import artifacts, querystop, schemas
 from philly_analyze.errors import StoreError, io_failure, unwritable
 
 STORE_VERSION = 1
@@ -88,7 +88,7 @@ def connect(database: str = ":memory:", *, read_only: bool = False) -> duckdb.Du
     # already off.
     with contextlib.suppress(duckdb.InvalidInputException):
         con.execute("SET enable_progress_bar = false")
-    return con
+    return querystop.register(con)  # Ctrl-C interrupts its queries
 
 
 def default_store_path() -> Path:
@@ -428,6 +428,7 @@ class Store:
             with contextlib.suppress(OSError):  # only when empty: no other batch is staging
                 staging.parent.rmdir()
 
+    @querystop.no_hard_exit()  # Ctrl-C waits for it (the files and the catalog must agree)
     def commit(
         self,
         batch: Batch,
@@ -968,7 +969,9 @@ _STORE_ENTRIES = (
 def created_or_nothing(path: str | os.PathLike[str]) -> Iterator[None]:
     """For a command that may create the store at ``path``: when the block fails and the
     store it created holds no source, remove the store and every folder made for it, so a
-    failed first ingest leaves nothing behind. An existing store is never touched."""
+    failed first ingest leaves nothing behind. An existing store is never touched. (After
+    Ctrl-C, when the process is ended without unwinding, ``querystop``: removed if nothing
+    was committed to it.)"""
     p = Path(path).absolute()
     if is_store(p):
         yield
@@ -976,23 +979,36 @@ def created_or_nothing(path: str | os.PathLike[str]) -> Iterator[None]:
     # The top-most folder that does not exist yet (folders above it are the user's).
     made = next((a for a in [p, *p.parents] if a.parent.exists()), p)
     existed = made.exists()
+    commits = querystop.commits_done()
+
+    def if_nothing_committed() -> None:
+        if querystop.commits_done() == commits:
+            _remove_store(p, made, existed)
+
     try:
-        yield
+        with querystop.at_hard_exit(if_nothing_committed):
+            yield
     except BaseException:
         if _holds_nothing(p):
-            for name in _STORE_ENTRIES:
-                entry = p / name
-                if entry.is_dir():
-                    shutil.rmtree(entry, ignore_errors=True)
-                else:
-                    entry.unlink(missing_ok=True)
-            if not existed:
-                for d in [p, *p.parents]:
-                    with contextlib.suppress(OSError):
-                        d.rmdir()  # only empty folders: anything else stays
-                    if d == made:
-                        break
+            _remove_store(p, made, existed)
         raise
+
+
+def _remove_store(p: Path, made: Path, existed: bool) -> None:
+    """Remove what a store at ``p`` holds, and the folders up to ``made`` when empty (and
+    made for it: ``existed`` is False)."""
+    for name in _STORE_ENTRIES:
+        entry = p / name
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    if not existed:
+        for d in [p, *p.parents]:
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only empty folders: anything else stays
+            if d == made:
+                break
 
 
 def _holds_nothing(store: Path) -> bool:

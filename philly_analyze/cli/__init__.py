@@ -3,7 +3,8 @@
 Each verb lives in its own module ``philly_analyze.cli.<verb>`` exposing a click command named
 ``command``; it parses options, calls the library and prints. Errors the user can fix
 (``UserError``) print one line and exit 1 (``UsageError`` 2), and so do failures of the
-environment (a full disk, a read-only path: ``errors.environment_error``); Ctrl-C exits 130.
+environment (a full disk, a read-only path: ``errors.environment_error``); Ctrl-C exits 130,
+within about a second even while DuckDB runs a query (``querystop``).
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         import signal
         import threading
+        from contextlib import nullcontext
 
         from philly_analyze.errors import UserError, environment_error
+        from philly_analyze.querystop import stop_queries_on_ctrl_c
 
         # Ctrl-C may land inside a DuckDB query, which then fails with its own error (an
         # InterruptException, a RuntimeError, even std::bad_cast from a half-built result):
@@ -71,7 +74,10 @@ class LazyGroup(click.Group):
         )
         previous = signal.signal(signal.SIGINT, on_sigint) if main_thread else None
         try:
-            return super().invoke(ctx)
+            # The handler above cannot run while DuckDB holds the main thread: this also
+            # interrupts the running queries, and ends the process if they ignore it.
+            with stop_queries_on_ctrl_c() if main_thread else nullcontext():
+                return super().invoke(ctx)
         except UserError as e:
             if interrupted:
                 _exit_interrupted()

@@ -284,10 +284,13 @@ def _read_mapping(path: Path) -> dict[str, tuple[str, int]]:
 
 def _summary_table(report: IngestReport, counts: dict[str, int]) -> Table:
     added = report.rows_by_table()
-    t = Table(
-        title=f"ingest: {report.seconds:.1f} s, {report.rejected:,} rows rejected",
-        title_justify="left",
-    )
+    title = f"ingest: {report.seconds:.1f} s, {report.rejected:,} rows rejected"
+    if report.not_text_bytes:
+        damaged = sum(1 for o in report.outcomes if o.not_text_bytes)
+        title += (
+            f", {report.not_text_bytes:,} bytes not text in {damaged:,} file{'s' * (damaged != 1)}"
+        )
+    t = Table(title=title, title_justify="left")
     t.add_column("table")
     t.add_column("rows read", justify="right")
     t.add_column("in store", justify="right")
@@ -301,6 +304,7 @@ def _summary_json(report: IngestReport, counts: dict[str, int]) -> dict:
     return {
         "seconds": round(report.seconds, 3),
         "rejected": report.rejected,
+        "not_text_bytes": report.not_text_bytes,
         "sources": [
             {
                 "source": o.name,
@@ -309,6 +313,9 @@ def _summary_json(report: IngestReport, counts: dict[str, int]) -> dict:
                 "message": o.message,
                 "rows": o.rows,
                 "rejected": o.rejected,
+                "not_text_bytes": o.not_text_bytes,
+                "not_text_lines": o.not_text_lines,
+                "first_not_text_line": o.first_not_text_line,
             }
             for o in report.outcomes
         ],

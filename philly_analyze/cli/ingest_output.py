@@ -53,6 +53,9 @@ class _Group:
     outcomes: list[SourceOutcome] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
     rejected: int = 0
+    #: Bytes that were not text, and the files holding them.
+    not_text_bytes: int = 0
+    not_text_files: int = 0
 
 
 class OutcomePrinter:
@@ -85,6 +88,9 @@ class OutcomePrinter:
         for t, n in o.rows.items():
             g.rows[t] = g.rows.get(t, 0) + n
         g.rejected += o.rejected
+        if o.not_text_bytes:
+            g.not_text_bytes += o.not_text_bytes
+            g.not_text_files += 1
 
     def flush(self) -> None:
         """Print the folded groups (call once, after the last outcome)."""
@@ -109,6 +115,12 @@ class OutcomePrinter:
                 detail = f"{files} ({sample}): {rows}"
                 if g.rejected:
                     detail += f", {g.rejected:,} rejected"
+                if g.not_text_bytes:
+                    n = g.not_text_files
+                    detail += (
+                        f", {g.not_text_bytes:,} bytes not text in {n:,} file{'s' * (n != 1)} "
+                        "(--verbose names them)"
+                    )
             else:
                 detail = f"{files} ({sample}): {g.reason}"
             self._line(g.status, None, g.fmt, detail)
@@ -121,6 +133,8 @@ class OutcomePrinter:
             detail += f" ({o.message})"
         if o.rejected:
             detail += f", {o.rejected:,} rejected"
+        if o.not_text_bytes:
+            detail += f", {o.damage()}"
         return detail
 
     def _line(self, status: str, name: str | None, fmt: str | None, detail: str) -> None:

@@ -7,19 +7,21 @@ on the Philly files' trailing comma). Bad rows:
 - wrong number of fields, or a value that is not a number: DuckDB's reject tables give the line,
   recorded in ``rejects``;
 - an unparsable time: the strict query stops on the first one; the source is then read again
-  tolerantly (bad rows skipped) and scanned in Python to find those lines for ``rejects``.
+  tolerantly (bad rows skipped) and scanned in Python to find those lines for ``rejects``;
+- a line too long or too wide (``csvguard``): rejected before DuckDB reads the file, whose
+  error handling would cost minutes and gigabytes on it.
 """
 
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
 
 from philly_analyze.errors import InputFormatError
+from philly_analyze.ingest.csvguard import LineGuard
 from philly_analyze.ingest.source import Source
 from philly_analyze.progress import NullTracker, Tracker
 from philly_analyze.store import Batch, connect, sql_literal
@@ -98,8 +100,9 @@ def copy_csv(
 ) -> tuple[int, int]:
     """Read ``source`` with ``spec`` into ``batch``. Returns (rows written, rows rejected)."""
     tracker = tracker or NullTracker()
+    guard = LineGuard(len(spec.columns))
     try:
-        return _run(source, batch, spec, timezone, tracker, strict=True)
+        return _run(source, batch, spec, timezone, tracker, guard, strict=True)
     except duckdb.InvalidInputException as e:
         if "unparsable time" not in str(e):
             raise _format_error(source, e) from e
@@ -107,10 +110,11 @@ def copy_csv(
         if "unparsable time" not in str(e):
             raise _format_error(source, e) from e
     # Rare path: some time did not parse. Read again, skipping such rows, and locate them.
-    written, rejected = _run(source, batch, spec, timezone, NullTracker(), strict=False)
+    written, rejected = _run(source, batch, spec, timezone, NullTracker(), guard, strict=False)
+    guarded = {r.line_no for r in guard.rejects}  # rejected already
     bad = 0
     for line_no, line in source.text_lines():
-        if line_no == 1 or not line.strip():
+        if line_no == 1 or line_no in guarded or not line.strip():
             continue
         t = line.split(",", 1)[0]
         if not TIME_RE.match(t) or _bad_date(t):
@@ -143,12 +147,13 @@ def _run(
     spec: CsvSpec,
     timezone: str,
     tracker: Tracker,
+    guard: LineGuard,
     *,
     strict: bool,
 ) -> tuple[int, int]:
     con = connect()
     try:
-        return _run_on(con, source, batch, spec, timezone, tracker, strict=strict)
+        return _run_on(con, source, batch, spec, timezone, tracker, guard, strict=strict)
     finally:
         # Closing waits for DuckDB's writer threads, so the staging folder can then go.
         con.close()
@@ -161,11 +166,13 @@ def _run_on(
     spec: CsvSpec,
     timezone: str,
     tracker: Tracker,
+    guard: LineGuard,
     *,
     strict: bool,
 ) -> tuple[int, int]:
     cols = "{" + ", ".join(f"{sql_literal(n)}: {sql_literal(t)}" for n, t in spec.columns) + "}"
-    with source.duckdb_path(tracker) as path:
+    guard.restart()
+    with source.duckdb_path(tracker, guard, batch.staging) as path:
         raw = (
             # quote = '': these files never quote, and one stray '"' would otherwise swallow
             # every following line into a single unterminated field.
@@ -175,17 +182,12 @@ def _run_on(
         )
         query = f"WITH {parsed_time_cte(raw, strict)} {spec.select}"
         n_params = query.count("?")
-        stop = (
-            _poll_progress(con, source, tracker) if source.path and not source.compression else None
+        written = batch.copy_query(
+            spec.table, con, query, [timezone] * n_params, month_column="__month"
         )
-        try:
-            written = batch.copy_query(
-                spec.table, con, query, [timezone] * n_params, month_column="__month"
-            )
-        finally:
-            if stop:
-                stop()
-    rejected = 0
+    for r in guard.rejects:
+        batch.reject(source.name, r.line_no, r.reason, r.raw)
+    rejected = len(guard.rejects)
     rows = con.execute(
         "SELECT line, any_value(error_type), any_value(csv_line), any_value(error_message) "
         "FROM reject_errors GROUP BY line ORDER BY line"
@@ -195,30 +197,3 @@ def _run_on(
         batch.reject(source.name, int(line), reason, csv_line)
         rejected += 1
     return written, rejected
-
-
-def _poll_progress(
-    con: duckdb.DuckDBPyConnection, source: Source, tracker: Tracker
-) -> Callable[[], None] | None:
-    """DuckDB reads plain files itself; mirror its progress percentage as bytes."""
-    if isinstance(tracker, NullTracker) or not source.size:
-        return None
-    done = threading.Event()
-
-    def loop() -> None:
-        while not done.wait(0.25):
-            try:
-                pct = con.query_progress()
-            except Exception:
-                return
-            if pct >= 0:
-                tracker.update(completed=source.size * min(pct, 100.0) / 100.0)
-
-    th = threading.Thread(target=loop, daemon=True)
-    th.start()
-
-    def stop() -> None:
-        done.set()
-        th.join()
-
-    return stop

@@ -36,6 +36,12 @@ from philly_analyze.ingest.source import (
     file_source,
     is_tar,
 )
+from philly_analyze.ingest.textbytes import (
+    BINARY_SAMPLE,
+    BINARY_SHARE,
+    TextDamage,
+    looks_binary,
+)
 from philly_analyze.store import Batch, Store
 from philly_analyze.store_notes import store_notes
 
@@ -51,6 +57,18 @@ class SourceOutcome:
     rows: dict[str, int] = field(default_factory=dict)
     rejected: int = 0
     seconds: float = 0.0
+    #: Bytes that were not text (NUL, control, not UTF-8: read with replacement), the lines
+    #: holding them, and the first of those lines.
+    not_text_bytes: int = 0
+    not_text_lines: int = 0
+    first_not_text_line: int | None = None
+
+    def damage(self) -> str:
+        """'3 bytes not text on 2 lines (first: line 17)', or ''."""
+        if not self.not_text_bytes:
+            return ""
+        d = TextDamage(self.not_text_bytes, self.not_text_lines, self.first_not_text_line)
+        return d.describe()
 
 
 @dataclass
@@ -68,6 +86,11 @@ class IngestReport:
     @property
     def rejected(self) -> int:
         return sum(o.rejected for o in self.outcomes)
+
+    @property
+    def not_text_bytes(self) -> int:
+        """Bytes that were not text, over every source."""
+        return sum(o.not_text_bytes for o in self.outcomes)
 
     def rows_by_table(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -115,18 +138,24 @@ def _sources(paths: Sequence[Path]) -> Iterator[tuple[Source | None, bool, str, 
             yield None, explicit, str(path), f"cannot read: {(e.strerror or str(e)).lower()}"
 
 
-def _looks_binary(head: bytes) -> bool:
-    if not head:
-        return False
-    sample = head[:8192]
-    if b"\x00" in sample:
-        return True
-    try:
-        sample.decode("utf-8")
-    except UnicodeDecodeError as e:
-        # A cut multi-byte character at the end of the sample is fine.
-        return e.start < len(sample) - 4
-    return False
+def _binary(head: bytes) -> str:
+    """Why a source is skipped as binary ("" when it is text). One wording for every such file,
+    so that a folder of them folds into one line of the summary."""
+    if not looks_binary(head):
+        return ""
+    return (
+        f"binary file (more than {BINARY_SHARE:.0%} of its first {BINARY_SAMPLE // 1024} KB "
+        "is not text), not a text log or trace"
+    )
+
+
+def _note_damage(outcome: SourceOutcome, src: Source) -> SourceOutcome:
+    """Put the bytes of ``src`` that are not text (read with replacement) in its outcome."""
+    if src.damage is not None and src.damage.bytes:
+        outcome.not_text_bytes = src.damage.bytes
+        outcome.not_text_lines = src.damage.lines
+        outcome.first_not_text_line = src.damage.first_line
+    return outcome
 
 
 def ingest_paths(
@@ -156,9 +185,9 @@ def ingest_paths(
             if src is None:
                 emit(SourceOutcome(name, None, "error" if explicit else "unknown", problem))
                 continue
-            if _looks_binary(src.head) and force_format is None:
-                status = "error" if explicit else "unknown"
-                emit(SourceOutcome(name, None, status, "binary file, not a text log or trace"))
+            binary = "" if force_format is not None else _binary(src.head)
+            if binary:
+                emit(SourceOutcome(name, None, "error" if explicit else "unknown", binary))
                 continue
             fmt = force_format or detect(name, src.head)
             if fmt is None:
@@ -193,7 +222,9 @@ def ingest_paths(
             else:
                 known.add(src)
                 forced = force_format is not None
-                emit(_ingest_one(store, fmt, src, ctx, previous, replace, forced))
+                emit(
+                    _note_damage(_ingest_one(store, fmt, src, ctx, previous, replace, forced), src)
+                )
         for run in sessions.values():
             for o in run.finish():
                 emit(o)
@@ -358,6 +389,7 @@ class _GroupedRun:
                 src.name, self.fmt.name, "ingested", message, res.rows, res.rejected
             )
         outcome.seconds = time.perf_counter() - t0
+        _note_damage(outcome, src)
         self.entries.append(_log_entry(src, self.fmt, res, outcome.seconds))
         self.replaced |= {p["batch_id"] for p in previous}
         return outcome
