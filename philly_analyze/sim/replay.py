@@ -88,11 +88,16 @@ def load_inputs(
     infers them). ``machines``: ``listed``, ``all`` or None (the default of
     ``cluster.machines_choice``). How the cluster differs from the machine list, and quotas
     that do not add up to its GPUs, are noted in the workload's notes."""
+    from philly_analyze.progress import current
     from philly_analyze.sim.cluster import cluster_notes
     from philly_analyze.store import Store
 
+    # Seconds at a million jobs (the merged views): the caller's status says which part.
+    tracker = current()
     with Store(store_path, read_only=True) as store:
+        tracker.describe("reading the store: jobs and attempts")
         wl = Workload.from_store(store)
+        tracker.describe("reading the store: machines and quotas")
         cluster = Cluster.from_store(store, racks=racks, machines=machines)
         wl.notes.extend(cluster_notes(store, machines))
         quotas = stored_quotas(store, quotas_path)
