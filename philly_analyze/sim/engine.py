@@ -127,9 +127,14 @@ class QueueEngine(BaseEngine):
         ready: list[tuple[int, int, int, int]] = []
         relax_at = self.relax_at
         touched = bool(relax_at) and relax_at[0][0] <= now and self._relax_due(now)
+        running, used, vc, gpus = self.running, self.used, self.vc, self.gpus
         for _, kind, seq, j, k in self.loop.pop(now):
-            if kind == END:
-                self._end(j, k, now, ready)
+            if kind == END:  # (inline: once per attempt)
+                row, pl = running.pop(j)
+                self.fs.release(pl)
+                used[vc[j]] -= gpus[j]
+                if self.attempt_ended(j, k, row):
+                    self._retry(j, k, now, ready)
                 touched = True
             elif kind == READY:
                 ready.append((now, seq, j, k))
@@ -148,9 +153,19 @@ class QueueEngine(BaseEngine):
                 self._enqueue(item, now)
             touched = True
         if touched and self.npending:
-            limit = self._may_start()
-            if limit:
-                self._pass(now, limit)
+            # A pass only if it could start anything: some pending demand has a strict
+            # placement, or a class head that may go relaxed needs no more GPUs than are free
+            # (a saturated cluster frees a few GPUs at a time, mostly too few or too
+            # scattered for what waits).
+            fs = self.fs
+            free = fs.free_total
+            if free:
+                least = min(self.pending_by_n)
+                if least <= free:
+                    limit = fs.strict_limit()
+                    rel = self.rel_by_n
+                    if least < limit or (rel and min(rel) <= free):
+                        self._pass(now, limit)
         if self.fs.free_total:
             if relax_at:
                 self._wake(now)
@@ -159,23 +174,6 @@ class QueueEngine(BaseEngine):
             nxt = loop.next_arrival
             if nxt < len(loop.arrivals) and (not loop.heap or loop.arrivals[nxt] < loop.heap[0][0]):
                 self._arrive_while_full(now)
-
-    def _may_start(self) -> int:
-        """Whether a pass could start anything: some pending demand has a strict placement,
-        or a class head that may go relaxed needs no more GPUs than are free (saturated
-        clusters free a few GPUs at a time, mostly too few or too scattered). The state's
-        ``FreeState.strict_limit`` if so, else 0."""
-        free = self.fs.free_total
-        if not free:
-            return 0
-        least = min(self.pending_by_n)
-        if least > free:
-            return 0
-        limit = self.fs.strict_limit()
-        if least < limit:
-            return limit
-        rel = self.rel_by_n
-        return limit if rel and min(rel) <= free else 0
 
     def _relax_due(self, now: int) -> bool:
         """Class heads whose locality wait ended by ``now`` may now be placed relaxed; True if
@@ -275,16 +273,13 @@ class QueueEngine(BaseEngine):
             rs.add(n)
             self.rel_by_n[n] = self.rel_by_n.get(n, 0) + 1
 
-    def _end(self, j: int, k: int, now: int, ready: list[tuple[int, int, int, int]]) -> None:
-        row, pl = self.running.pop(j)
-        self.fs.release(pl)
-        self.used[self.vc[j]] -= self.gpus[j]
-        if self.attempt_ended(j, k, row):
-            delay = self.cfg.retry_delay_us
-            if delay:
-                self.loop.schedule(now + delay, READY, j, k + 1)
-            else:
-                ready.append((now, self.loop.ticket(), j, k + 1))
+    def _retry(self, j: int, k: int, now: int, ready: list[tuple[int, int, int, int]]) -> None:
+        """Job ``j``'s attempt ``k`` failed: its next attempt is ready now or after the delay."""
+        delay = self.cfg.retry_delay_us
+        if delay:
+            self.loop.schedule(now + delay, READY, j, k + 1)
+        else:
+            ready.append((now, self.loop.ticket(), j, k + 1))
 
     # ------------------------------------------------------------------ scheduling
     def _pass(self, now: int, strict_limit: int) -> None:
@@ -354,6 +349,7 @@ class QueueEngine(BaseEngine):
         fs = self.fs
         classes = self.pending[v]
         rs = self.rel[v]
+        rel_by_n, by_n = self.rel_by_n, self.pending_by_n
         hol = self.hol
         limit = (1 << 62) if hol else fs.free_total
         over = False
@@ -390,9 +386,28 @@ class QueueEngine(BaseEngine):
                     return over
                 cand.remove(n)
                 continue
-            self._pop(v, n, now)
-            if n not in classes:
+            # The head leaves its class (inline: once per start from a queue).
+            q = classes[n]
+            q.popleft()
+            if n in rs:
+                rs.discard(n)
+                c = rel_by_n[n] - 1
+                if c:
+                    rel_by_n[n] = c
+                else:
+                    del rel_by_n[n]
+            if q:
+                self._new_head(v, n, q, now)
+            else:
+                del classes[n]
                 cand.remove(n)
+                self.vc_min[v] = min(classes) if classes else INF
+            self.npending -= 1
+            c = by_n[n] - 1
+            if c:
+                by_n[n] = c
+            else:
+                del by_n[n]
             self._start(head, pl, now)
             if fs.free_total == 0:
                 return over
@@ -402,31 +417,6 @@ class QueueEngine(BaseEngine):
                     over = True
                     cand = [m for m in cand if m <= room]
         return over
-
-    def _pop(self, v: int, n: int, now: int) -> None:
-        """Take the head of class (v, n) off the queue (it starts)."""
-        classes = self.pending[v]
-        q = classes[n]
-        q.popleft()
-        rs = self.rel[v]
-        if n in rs:
-            rs.discard(n)
-            c = self.rel_by_n[n] - 1
-            if c:
-                self.rel_by_n[n] = c
-            else:
-                del self.rel_by_n[n]
-        if q:
-            self._new_head(v, n, q, now)
-        else:
-            del classes[n]
-            self.vc_min[v] = min(classes) if classes else INF
-        self.npending -= 1
-        c = self.pending_by_n[n] - 1
-        if c:
-            self.pending_by_n[n] = c
-        else:
-            del self.pending_by_n[n]
 
     def _start(self, item: tuple[int, int, int, int], pl: Placement, now: int) -> None:
         ready, _, j, k = item

@@ -112,7 +112,7 @@ def waiting_causes(
     if quota is None:
         return _split_waits(steps, vc, demand, ready, start, _no_usage, None, with_bounds=True)
     held = e_idx > s_idx
-    order = np.argsort(vc, kind="stable")
+    order = np.argsort(vc)  # rows grouped by VC; their order within it does not matter
     order = order[held[order]]
     cuts = np.searchsorted(vc[order], np.arange(len(quota) + 1))
 
