@@ -25,23 +25,13 @@ def compute(ctx: Context) -> Section:
                    string_agg(DISTINCT source, ',' ORDER BY source) AS sources
             FROM {ctx.jobs}"""
     ).iloc[0]
-    # Attempts of jobs from job lists (one run per job, or replayed from one: its flag) are
-    # not recorded: counted apart, as Figure 9 leaves their retries out.
-    run_lists = ", ".join(f"'{s}'" for s in RUN_LIST_SOURCES)
-    a = ctx.df(
-        f"""SELECT count(*) FILTER (WHERE NOT run_list) AS attempts,
-                   count(DISTINCT job_id) FILTER (WHERE run_list) AS run_list_jobs,
-                   max(end_time) AS last_end, min(start_time) AS first_start
-            FROM (SELECT a.*, a.source IN ({run_lists})
-                          OR list_contains(coalesce(j.flags, []), 'attempts_unknown') AS run_list
-                  FROM {ctx.attempts} a LEFT JOIN {ctx.jobs} j USING (job_id))"""
-    ).iloc[0]
+    a = _attempts(ctx)
     jobs = int(j["jobs"])
     last_end = j["last_end"] if pd.notna(j["last_end"]) else a["last_end"]
     counts: list[tuple[str, object]] = [
         ("jobs", jobs),
         ("jobs that ran", int(j["jobs_run"])),
-        ("attempts", _attempts(sec, int(a["attempts"]), int(a["run_list_jobs"]))),
+        ("attempts", _recorded(sec, int(a["attempts"]), int(a["run_list_jobs"]))),
         ("virtual clusters", _known(sec, jobs, int(j["vcs"]), "virtual clusters")),
         ("users", _known(sec, jobs, int(j["users"]), "users")),
     ]
@@ -81,7 +71,22 @@ def compute(ctx: Context) -> Section:
     return sec
 
 
-def _attempts(sec: Section, recorded: int, run_list_jobs: int) -> int | None:
+def _attempts(ctx: Context) -> pd.Series:
+    """Attempts recorded, jobs from job lists, the last end and first start. Attempts of jobs
+    from job lists (one run per job, or replayed from one: its flag) are not recorded: counted
+    apart, as Figure 9 leaves their retries out."""
+    run_lists = ", ".join(f"'{s}'" for s in RUN_LIST_SOURCES)
+    return ctx.df(
+        f"""SELECT count(*) FILTER (WHERE NOT run_list) AS attempts,
+                   count(DISTINCT job_id) FILTER (WHERE run_list) AS run_list_jobs,
+                   max(end_time) AS last_end, min(start_time) AS first_start
+            FROM (SELECT a.*, a.source IN ({run_lists})
+                          OR list_contains(coalesce(j.flags, []), 'attempts_unknown') AS run_list
+                  FROM {ctx.attempts} a LEFT JOIN {ctx.jobs} j USING (job_id))"""
+    ).iloc[0]
+
+
+def _recorded(sec: Section, recorded: int, run_list_jobs: int) -> int | None:
     """Attempts recorded; None (with a note) when every job that ran comes from a job list."""
     if not run_list_jobs:
         return recorded
