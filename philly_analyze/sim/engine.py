@@ -349,7 +349,6 @@ class QueueEngine(BaseEngine):
         fs = self.fs
         classes = self.pending[v]
         rs = self.rel[v]
-        rel_by_n, by_n = self.rel_by_n, self.pending_by_n
         hol = self.hol
         limit = (1 << 62) if hol else fs.free_total
         over = False
@@ -386,28 +385,9 @@ class QueueEngine(BaseEngine):
                     return over
                 cand.remove(n)
                 continue
-            # The head leaves its class (inline: once per start from a queue).
-            q = classes[n]
-            q.popleft()
-            if n in rs:
-                rs.discard(n)
-                c = rel_by_n[n] - 1
-                if c:
-                    rel_by_n[n] = c
-                else:
-                    del rel_by_n[n]
-            if q:
-                self._new_head(v, n, q, now)
-            else:
-                del classes[n]
+            self._pop(v, n, now)
+            if n not in classes:
                 cand.remove(n)
-                self.vc_min[v] = min(classes) if classes else INF
-            self.npending -= 1
-            c = by_n[n] - 1
-            if c:
-                by_n[n] = c
-            else:
-                del by_n[n]
             self._start(head, pl, now)
             if fs.free_total == 0:
                 return over
@@ -417,6 +397,31 @@ class QueueEngine(BaseEngine):
                     over = True
                     cand = [m for m in cand if m <= room]
         return over
+
+    def _pop(self, v: int, n: int, now: int) -> None:
+        """Take the head of class (v, n) off the queue (it starts)."""
+        classes = self.pending[v]
+        q = classes[n]
+        q.popleft()
+        rs = self.rel[v]
+        if n in rs:
+            rs.discard(n)
+            c = self.rel_by_n[n] - 1
+            if c:
+                self.rel_by_n[n] = c
+            else:
+                del self.rel_by_n[n]
+        if q:
+            self._new_head(v, n, q, now)
+        else:
+            del classes[n]
+            self.vc_min[v] = min(classes) if classes else INF
+        self.npending -= 1
+        c = self.pending_by_n[n] - 1
+        if c:
+            self.pending_by_n[n] = c
+        else:
+            del self.pending_by_n[n]
 
     def _start(self, item: tuple[int, int, int, int], pl: Placement, now: int) -> None:
         ready, _, j, k = item
