@@ -36,8 +36,8 @@ million-job replay's starts, placements and waiting causes agree before and afte
 from __future__ import annotations
 
 from collections import deque
-from heapq import heappop, heappush
 from dataclasses import dataclass
+from heapq import heappop, heappush
 
 from philly_analyze.sim.core import PACK_ROW, PACK_SEG, BaseEngine, Trace
 from philly_analyze.sim.events import NEVER as INF
