@@ -219,6 +219,19 @@ class Context:
     def quotas(self) -> dict[str, int]:
         """VC quotas in GPUs (file, mapping, the store's own ``vc_quotas.csv``, or inferred
         from the whole store: ``vcquota.infer_store_quotas``)."""
+        return self._quota_info()[0]
+
+    @property
+    def quotas_unknown(self) -> list[str]:
+        """VCs whose quota cannot be inferred (none of their jobs that ran has a known GPU
+        time): no quota, not a quota of 0. Empty when the quotas are given."""
+        return self._quota_info()[1]
+
+    @property
+    def quota_source(self) -> str:
+        return self._quota_info()[2]
+
+    def _quota_info(self) -> tuple[dict[str, int], list[str], str]:
         if "quotas" not in self.cache:
             from philly_analyze.vcquota import infer_store_quotas, stored_quotas
 
@@ -231,22 +244,10 @@ class Context:
             else:
                 quotas, unknown = infer_store_quotas(self.store)
                 source = "inferred from GPU-time shares (vcquota.infer_quotas)"
-            self.cache["quotas_unknown"] = unknown
-            self.cache["quota_source"] = source
+            # "quotas" marks that they were read (analysis/__init__ reports their source).
+            self.cache["quota_info"] = (quotas, unknown, source)
             self.cache["quotas"] = quotas
-        return self.cache["quotas"]
-
-    @property
-    def quotas_unknown(self) -> list[str]:
-        """VCs whose quota cannot be inferred (none of their jobs that ran has a known GPU
-        time): no quota, not a quota of 0. Empty when the quotas are given."""
-        self.quotas
-        return self.cache["quotas_unknown"]
-
-    @property
-    def quota_source(self) -> str:
-        self.quotas
-        return self.cache["quota_source"]
+        return self.cache["quota_info"]
 
 
 # ---------------------------------------------------------------------- numeric helpers
