@@ -37,10 +37,10 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from heapq import heappop, heappush
 
 from philly_analyze.sim.core import PACK_ROW, PACK_SEG, BaseEngine, Trace
 from philly_analyze.sim.events import NEVER as INF
+from philly_analyze.sim.events import Deadlines
 from philly_analyze.sim.placement import FreeState, Placement
 from philly_analyze.sim.slowdown import SlowdownModel
 from philly_analyze.sim.workload import Workload
@@ -107,7 +107,7 @@ class QueueEngine(BaseEngine):
         self.jwait = list(lw) if lw is not None else [cfg.locality_wait_us] * len(wl)
         #: Class heads still waiting for their locality wait to end: (time it ends, job,
         #: attempt), a heap; and the time of the next wake-up event (``_wake``).
-        self.relax_at: list[tuple[int, int, int]] = []
+        self.relax_at = Deadlines()
         self.wake_at = -1
         self._sfail = 0
 
@@ -126,7 +126,7 @@ class QueueEngine(BaseEngine):
         """Everything due at ``now``, then one scheduling pass (module docstring)."""
         ready: list[tuple[int, int, int, int]] = []
         relax_at = self.relax_at
-        touched = bool(relax_at) and relax_at[0][0] <= now and self._relax_due(now)
+        touched = bool(relax_at) and relax_at.items[0][0] <= now and self._relax_due(now)
         running, used, vc, gpus = self.running, self.used, self.vc, self.gpus
         for _, kind, seq, j, k in self.loop.pop(now):
             if kind == END:  # (inline: once per attempt)
@@ -183,8 +183,9 @@ class QueueEngine(BaseEngine):
         relax_at, started = self.relax_at, self.started
         vc, gpus = self.vc, self.gpus
         changed = False
-        while relax_at and relax_at[0][0] <= now:
-            _, j, k = heappop(relax_at)
+        due = relax_at.items
+        while due and due[0][0] <= now:
+            _, j, k = relax_at.pop()
             if started[j] < k:  # still waiting, so still its class's head
                 self._relax(vc[j], gpus[j])
                 changed = True
@@ -196,10 +197,11 @@ class QueueEngine(BaseEngine):
         next end frees GPUs, and ``_relax_due`` catches up then. So waits end without an
         event each, and a saturated cluster (no GPU free between passes) needs almost none."""
         relax_at, started = self.relax_at, self.started
-        while relax_at and started[relax_at[0][1]] >= relax_at[0][2]:
-            heappop(relax_at)  # its attempt started: no longer waits
-        if relax_at:
-            r = relax_at[0][0]
+        due = relax_at.items
+        while due and started[due[0][1]] >= due[0][2]:
+            relax_at.pop()  # its attempt started: no longer waits
+        if due:
+            r = due[0][0]
             if self.wake_at <= now or r < self.wake_at:
                 self.wake_at = r
                 self.loop.schedule(r, WAKE)
@@ -265,7 +267,7 @@ class QueueEngine(BaseEngine):
         if w <= 0 or ready + w <= now:
             self._relax(v, n)
         else:
-            heappush(self.relax_at, (ready + w, j, k))
+            self.relax_at.add(ready + w, j, k)
 
     def _relax(self, v: int, n: int) -> None:
         rs = self.rel[v]
