@@ -172,12 +172,24 @@ def _machines(store: Store) -> dict[str, Any]:
 
 
 def _vcs(store: Store) -> list[dict[str, Any]]:
+    """Per VC: jobs, users (None when no job records one), GPU hours over the jobs whose GPU
+    time is known (None when none is: unknown, not 0) and how many jobs that leaves out."""
     rows = store.con.execute(
-        """SELECT vc, count(*) AS jobs, count(DISTINCT user_id),
-                  coalesce(sum(gpu_time_s), 0) / 3600.0, min(submit_time), max(submit_time)
+        """SELECT vc, count(*) AS jobs,
+                  CASE WHEN count(user_id) > 0 THEN count(DISTINCT user_id) END,
+                  sum(gpu_time_s) / 3600.0, count(*) FILTER (WHERE gpu_time_s IS NULL),
+                  min(submit_time), max(submit_time)
            FROM jobs GROUP BY vc ORDER BY jobs DESC, vc NULLS LAST"""
     ).fetchall()
-    keys = ("vc", "jobs", "users", "gpu_hours", "first_submit", "last_submit")
+    keys = (
+        "vc",
+        "jobs",
+        "users",
+        "gpu_hours",
+        "gpu_time_unknown_jobs",
+        "first_submit",
+        "last_submit",
+    )
     return [
         {k: _iso(v) if k.endswith("submit") else v for k, v in zip(keys, r, strict=True)}
         for r in rows
@@ -332,14 +344,23 @@ def _vcs_block(vcs: list[dict[str, Any]]) -> list[str]:
             "(none)" if v["vc"] is None else v["vc"],
             v["jobs"],
             v["users"],
-            float(v["gpu_hours"]),
+            None if v["gpu_hours"] is None else float(v["gpu_hours"]),
             _when(v["first_submit"]),
             _when(v["last_submit"]),
         )
         for v in vcs
     ]
     headers = ("vc", "jobs", "users", "GPU hours", "first submit", "last submit")
-    return [f"Virtual clusters ({len(vcs):,})", *_grid(headers, rows)]
+    out = [f"Virtual clusters ({len(vcs):,})", *_grid(headers, rows)]
+    if any(v["users"] is None for v in vcs):
+        out.append("users: – where no job of the VC records a user (e.g. a job list without one)")
+    unknown = sum(v["gpu_time_unknown_jobs"] for v in vcs)
+    if unknown:
+        out.append(
+            f"GPU hours leave out {unknown:,} jobs whose GPU time is unknown (an attempt "
+            "without a recorded end or GPU count); – where no job's is known"
+        )
+    return out
 
 
 def _rejects_block(r: dict[str, Any]) -> list[str]:

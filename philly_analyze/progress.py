@@ -69,7 +69,8 @@ class _RichTracker:
         self._p.update(self._t, completed=completed, total=total)
 
     def describe(self, text: str) -> None:
-        self._p.update(self._t, description=text)
+        # Drawn at once: a phase's label shows even when the phase ends before the next tick.
+        self._p.update(self._t, description=text, refresh=True)
 
 
 def stderr_console() -> Console:

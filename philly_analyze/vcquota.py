@@ -97,21 +97,41 @@ def infer_quotas(gpu_time_by_vc: Mapping[str, float], total_gpus: int) -> dict[s
 STORE_QUOTA_FILE = schemas.VC_QUOTAS.file
 
 
-def quotas_for_store(store: object, path: str | Path | None = None) -> dict[str, int]:
+def stored_quotas(store: object, path: str | Path | None = None) -> dict[str, int] | None:
     """Quotas from ``path`` if given, else from the store's own ``vc_quotas.csv`` if it has
-    one, else inferred from the store's jobs and machines."""
+    one; None when neither gives them (they are inferred then)."""
     if path is not None:
         return load_quotas(path)
     from philly_analyze.store import Store
 
     assert isinstance(store, Store)
     kept = store.read_artifact(schemas.VC_QUOTAS.name)
-    if kept is not None:
-        return dict(
-            zip(kept.column("vc").to_pylist(), kept.column("gpus").to_pylist(), strict=True)
-        )
+    if kept is None:
+        return None
+    return dict(zip(kept.column("vc").to_pylist(), kept.column("gpus").to_pylist(), strict=True))
+
+
+def quotas_for_store(store: object, path: str | Path | None = None) -> dict[str, int]:
+    """Quotas from ``path`` if given, else from the store's own ``vc_quotas.csv`` if it has
+    one, else inferred from the store's jobs and machines (``infer_store_quotas``)."""
+    kept = stored_quotas(store, path)
+    return kept if kept is not None else infer_store_quotas(store)[0]
+
+
+def infer_store_quotas(store: object) -> tuple[dict[str, int], list[str]]:
+    """Quotas inferred from the GPU time of the store's jobs (``jobs.gpu_time_s``) over all
+    its machines' GPUs, and the VCs whose quota cannot be inferred: jobs of theirs ran, but
+    the GPU time of none is known (every one has an attempt without a recorded end or GPU
+    count). Such a VC gets no quota, and is not one of quota 0 (docs/analyses.md)."""
+    from philly_analyze.store import Store
+
+    assert isinstance(store, Store)
     rows = store.con.execute(
-        "SELECT vc, sum(gpu_time_s) FROM jobs WHERE vc IS NOT NULL GROUP BY vc"
+        "SELECT vc, sum(gpu_time_s), count(*) FILTER (WHERE num_attempts > 0), "
+        "count(gpu_time_s) FILTER (WHERE num_attempts > 0) "
+        "FROM jobs WHERE vc IS NOT NULL GROUP BY vc ORDER BY vc"
     ).fetchall()
     total = store.scalar("SELECT coalesce(sum(num_gpus), 0) FROM machines")
-    return infer_quotas({v: float(t or 0) for v, t in rows}, int(total or 0))
+    quotas = infer_quotas({v: float(t or 0) for v, t, _, _ in rows}, int(total or 0))
+    unknown = [v for v, _, ran, known in rows if ran and not known]
+    return quotas, unknown

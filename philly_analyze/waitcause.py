@@ -203,10 +203,11 @@ def server_events(
     tt = np.concatenate([start, end[ended]])
     d = np.concatenate([count, -count[ended]])
     if len(m):
-        # One int64 key (server, time) when it fits: a third of lexsort's time.
+        # One int64 key (server, time) when it fits: a third of lexsort's time. Not a stable
+        # sort (2.6x faster on 5M keys): equal keys are summed below, in any order.
         t0, span = int(tt.min()), int(tt.max() - tt.min()) + 1
         fits = int(m.max()) < (np.iinfo(np.int64).max // span)
-        order = np.argsort(m * span + (tt - t0), kind="stable") if fits else np.lexsort((tt, m))
+        order = np.argsort(m * span + (tt - t0)) if fits else np.lexsort((tt, m))
         m, tt, d = m[order], tt[order], d[order]
     if len(m) == 0:
         return m, tt, d, d.copy()
@@ -282,14 +283,16 @@ def split_waits(
     a: np.ndarray,
     b: np.ndarray,
     usage: Callable[[Hashable], np.ndarray],
-    quota: Mapping[Hashable, float] | None,
+    quota: Mapping[Hashable, float | None] | None,
     with_bounds: bool = False,
     most: MostHeld | None = None,
 ) -> WaitSplit:
     """Split waiting intervals ``[a, b)`` (epoch microseconds; empty or reversed intervals
     count 0) of jobs of VC ``key`` needing ``n`` GPUs by cause. ``usage(key)``: the VC's GPUs
     held per step (called once per VC that waited); ``quota``: GPUs per VC (missing VCs have
-    quota 0), None for no quotas (never fair-share).
+    quota 0; a VC mapped to None has a quota the data cannot give: at 0 every moment of its
+    waits is fair-share, at an unbounded quota none is, so with ``most`` all of them are
+    undetermined), None for no quotas (never fair-share).
 
     ``most`` (incomplete data, module docstring): ``steps``/``usage`` are the least held,
     ``most`` the most, ``n`` may be ``UNKNOWN_DEMAND``; a moment whose cause differs between
@@ -319,13 +322,18 @@ def split_waits(
         used_most = used
         if most is not None and most.usage is not None and quota is not None:
             used_most = most.usage(k)
-        q = float(quota.get(k, 0)) if quota is not None else np.inf
+        qk = quota.get(k, 0) if quota is not None else np.inf
+        if qk is None and most is None:
+            raise ValueError("an unknown quota needs the bounds of incomplete data (most=)")
+        q = np.inf if qk is None else float(qk)
         for nv in np.unique(n[in_k]).tolist():
             sel = in_k[n[in_k] == nv]
             lo, hi = int(ja[sel].min()), int(jb[sel].max()) + 1
             n_least = 1 if nv == UNKNOWN_DEMAND else nv
             codes = _with_quota(least.codes(n_least, lo, hi), _span(used, lo, hi), n_least, q)
-            if most is not None:
+            if qk is None:
+                codes = np.full(len(codes), UNDETERMINED, np.int8)
+            elif most is not None:
                 if nv == UNKNOWN_DEMAND:
                     # Any number of GPUs: past every quota, or (no quotas) beyond every free
                     # count; only a moment with that cause already at 1 GPU is decided.

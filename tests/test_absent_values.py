@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from philly_analyze.cli import main
+from philly_analyze.sim.metrics import METRICS
 from tests.philly_files import attempt, job, write_job_log, write_machine_list
 from tests.test_yarn_ingest import app, att, attempt_run, line, submit, summary
 
@@ -74,6 +75,19 @@ def test_job_list_retries_are_absent_not_zero(job_list_store: Path) -> None:
     assert "4 jobs come from job lists" in _notes(doc, "retries")
 
 
+def test_job_list_figure9_says_no_data(job_list_store: Path, tmp_path: Path) -> None:
+    """Figure 9's computed bars for the average retries are absent in each of the four
+    buckets (1, 2-4, 5-8, all), and the figure writes "no data" where each would be; the
+    unsuccessful rates are known, so that panel has none. In the SVG each text is a comment
+    beside its glyph paths."""
+    r = CliRunner().invoke(
+        main, ["report", "--store", str(job_list_store), "--figures", str(tmp_path), "-q"]
+    )
+    assert r.exit_code == 0, r.output
+    svg = (tmp_path / "fig9_retries.svg").read_text()
+    assert svg.count("<!-- no data -->") == 4
+
+
 def test_job_list_table6_and_summary(job_list_store: Path) -> None:
     doc = _report(job_list_store)
     t6 = {r["status"]: r for r in _rows(doc, "status", "table6")}
@@ -83,11 +97,28 @@ def test_job_list_table6_and_summary(job_list_store: Path) -> None:
     assert t6["passed"]["gpu_hours"] == pytest.approx(7 / 6)
     assert t6["total"]["gpu_hours"] == pytest.approx(7 / 6 + 2 + 16)
     s = _summary(doc)
-    # No user column, no machine list, no end times: unknown, not 0 (or "NaT").
+    # No user column, no machine list, no end times: unknown, not 0 (or "NaT"). A job list
+    # records one run per job, not its attempts (before: "attempts 4").
     assert (s["users"], s["machines"], s["GPUs"], s["last end"]) == (None, None, None, None)
+    assert s["attempts"] is None
     assert s["virtual clusters"] == 2 and s["jobs"] == 4
     notes = _notes(doc, "summary")
     assert "users: unknown" in notes and "machines and GPUs: unknown" in notes
+    assert "attempts: unknown (the jobs come from job lists" in notes
+
+
+def test_job_list_info_users_unknown(job_list_store: Path) -> None:
+    """``info``'s VC table: no job of the list records a user, so users are unknown (before:
+    0 per VC); GPU hours are known (duration x GPUs): v1 a 1 h x 1 + b 0.5 h x 4 = 3, v2 c
+    2 h x 8 + d 600 s x 1 = 16 1/6."""
+    r = CliRunner().invoke(main, ["info", "--store", str(job_list_store), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    vcs = {v["vc"]: v for v in json.loads(r.output)["vcs"]}
+    assert (vcs["v1"]["users"], vcs["v2"]["users"]) == (None, None)
+    assert vcs["v1"]["gpu_hours"] == pytest.approx(3.0)
+    assert vcs["v2"]["gpu_hours"] == pytest.approx(16 + 1 / 6)
+    text = CliRunner().invoke(main, ["info", "--store", str(job_list_store)]).output
+    assert "users: – where no job of the VC records a user" in text
 
 
 def test_replay_of_a_job_list_keeps_the_unknown(job_list_store: Path, tmp_path: Path) -> None:
@@ -103,8 +134,10 @@ def test_replay_of_a_job_list_keeps_the_unknown(job_list_store: Path, tmp_path: 
     )
     assert r.exit_code == 0, r.output
     (res,) = json.loads(r.output)["results"]
-    # No observed starts: the fidelity metrics are absent, and a note says why.
-    assert "fidelity_queue_mae_s" not in res["metrics"]
+    # No observed starts: the fidelity metrics are absent, and a note says why (before, this
+    # checked a key no replay writes any more, so it could never fail).
+    assert "fidelity_queue_median_abs_err_s" in METRICS
+    assert [k for k in res["metrics"] if k.startswith("fidelity")] == []
     assert any(n.startswith("4 of 4 replayed jobs have no observed start") for n in res["notes"])
     fig9 = {r["gpu_bucket"]: r for r in _rows(_report(out), "retries", "fig9")}
     assert fig9["all"]["retries"] is None and fig9["all"]["unsuccessful_rate"] == 0.25
@@ -164,6 +197,64 @@ def test_published_attempt_without_gpus_in_its_detail(tmp_path: Path) -> None:
     )
     assert _summary(doc)["GPU hours used"] == pytest.approx(25 / 60)
     assert "GPU hours leave out 1 jobs whose GPU time is unknown" in _notes(doc, "summary")
+
+
+# --------------------------------------------------------------------------- unknown GPU time
+@pytest.fixture(scope="module")
+def unknown_gpu_time_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One 8-GPU machine. VC vz: Z1 (1 GPU) started at 10:00 and Z2 (1 GPU, submitted at
+    10:00) at 10:30, both passed without a recorded end, so neither's GPU time is known. VC
+    vy: Y1 ran 10:00-11:00 on 1 GPU (1 GPU hour)."""
+    d = tmp_path_factory.mktemp("gputime")
+    write_machine_list(d / "cluster_machine_list", [("m1", 8, "24GB")])
+    t = "2017-10-02 {}:00"
+    write_job_log(
+        d / "cluster_job_log",
+        [
+            job("Z1", t.format("10:00"), [attempt(t.format("10:00"), None, {"m1": [0]})], vc="vz"),
+            job("Z2", t.format("10:00"), [attempt(t.format("10:30"), None, {"m1": [2]})], vc="vz"),
+            job("Y1", t.format("10:00"), [attempt(t.format("10:00"), t.format("11:00"),
+                                                  {"m1": [1]})], vc="vy"),
+        ],
+    )  # fmt: skip
+    _ingest(d / "store", d)
+    return d / "store"
+
+
+def test_vc_of_unknown_gpu_time_has_no_quota(unknown_gpu_time_store: Path) -> None:
+    """vz's GPU time is unknown, so its quota cannot be inferred: it is not 0 (before: quota
+    0, so Z2's 30-minute wait was all fair-share). vy gets the 8 GPUs. While Z2 waited at
+    least 6 of the 8 GPUs were free: fair-share at a quota of 0, not at any quota above 1,
+    so all 1,800 s are undetermined."""
+    from philly_analyze.analysis.queueing import decompose_store
+    from philly_analyze.store import Store
+    from philly_analyze.vcquota import infer_store_quotas
+
+    with Store(unknown_gpu_time_store, read_only=True) as st:
+        assert infer_store_quotas(st) == ({"vy": 8}, ["vz"])
+        per = decompose_store(st).set_index("job_id")
+    assert per.loc["Z2", "wait_s"] == 1800.0
+    assert per.loc["Z2", "undetermined_s"] == 1800.0
+    assert per.loc["Z2", "fair_share_s"] == 0.0
+    doc = _report(unknown_gpu_time_store)
+    causes = {r["delay_type"]: r["all"] for r in _rows(doc, "queueing", "table2_causes")}
+    assert (causes["fair_share"], causes["undetermined"]) == (0, 1)
+    notes = _notes(doc, "queueing")
+    assert "VCs whose quota cannot be inferred (no job of theirs that ran has a known GPU " in notes
+    assert "treated as 0" not in notes
+
+
+def test_info_gpu_hours_unknown_not_zero(unknown_gpu_time_store: Path) -> None:
+    """``info``: vz's GPU hours are unknown (before: 0.0), vy's 1.0."""
+    r = CliRunner().invoke(
+        main, ["info", "--store", str(unknown_gpu_time_store), "--format", "json"]
+    )
+    assert r.exit_code == 0, r.output
+    vcs = {v["vc"]: v for v in json.loads(r.output)["vcs"]}
+    assert (vcs["vz"]["gpu_hours"], vcs["vz"]["gpu_time_unknown_jobs"]) == (None, 2)
+    assert (vcs["vy"]["gpu_hours"], vcs["vy"]["gpu_time_unknown_jobs"]) == (1.0, 0)
+    text = CliRunner().invoke(main, ["info", "--store", str(unknown_gpu_time_store)]).output
+    assert "GPU hours leave out 2 jobs whose GPU time is unknown" in text
 
 
 # --------------------------------------------------------------------------- YARN, no GPUs

@@ -221,6 +221,10 @@ def test_table5_and_host_resources(report: dict) -> None:
     # J5's attempt 0 alone: 16 GPUs x 20 min at 70 on 2 servers (before: 25.45 over 2 attempts).
     assert (t5["servers"], t5["attempts"], t5["gpu_minutes"]) == (2, 1, 320)
     assert (t5["mean"], t5["p50"], t5["p95"]) == (pytest.approx(70.0), 70.0, 70.0)
+    # J5's second attempt (16 GPUs, no end) is left out of Table 5, and the section says so
+    # (before: no note).
+    notes = report["section_notes"]["locality"]
+    assert any(n.startswith("4 attempts of 4 jobs have no recorded end") for n in notes), notes
     host = {(r["metric"], r["servers"]): r for r in _rows(report, "host_resources", "host")}
     # Busy minutes: m1 [10:00, 11:30) = 90 (30 at 70 + 60 at 10 = 2700); m2 J4's 10 minutes
     # and J3 running [11:00, 12:00) = 70 at 20 = 1400; m3 J5 20 + J8 10 = 30 at 40 = 1200; m4

@@ -161,3 +161,64 @@ def test_replay_notes_listed_machines_given_more_gpus(tmp_path: Path) -> None:
         )
         for n in res["results"][0]["notes"]
     ), res["results"][0]["notes"]
+
+
+@pytest.fixture(scope="module")
+def four_hosts_unlisted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The machine list names m1 (8 GPUs); four jobs of 8 GPUs x 1 h ran on unlisted hosts m2
+    to m5 (8 GPUs each), two in VC va (a1, a2) and two in vb (b1, b2), all submitted at
+    10:00. The store's machines have 40 GPUs; the listed cluster 8."""
+    d = tmp_path_factory.mktemp("unlisted")
+    write_machine_list(d / "cluster_machine_list", [("m1", 8, "24GB")])
+    t = "2017-10-02 {}:00:00"
+    write_job_log(
+        d / "cluster_job_log",
+        [
+            job(name, t.format(10), [attempt(t.format(10), t.format(11), {host: list(range(8))})],
+                vc=vc)
+            for name, vc, host in (
+                ("a1", "va", "m2"), ("b1", "vb", "m3"), ("a2", "va", "m4"), ("b2", "vb", "m5")
+            )
+        ],
+    )  # fmt: skip
+    _ingest(d, d / "store")
+    return d / "store"
+
+
+def test_inferred_quotas_fit_the_replayed_cluster(four_hosts_unlisted: Path) -> None:
+    """The replay (listed: m1 alone, 8 GPUs) infers the quotas over its own 8 GPUs: va and vb
+    used the same GPU time, so 1 + 3 each = 4 and 4 (before: 20 and 20, sized for the 40 GPUs
+    of all hosts, a cluster not replayed). One job at a time runs on m1: a1 10:00-11:00, a2
+    11:00-12:00 (va first on ties), b1 12:00-13:00, b2 13:00-14:00. Every waiting moment has
+    its VC's usage plus the 8 GPUs asked past its quota of 4: fair-share, 1 + 2 + 3 h =
+    21,600 s (before: under quotas of 20 the VCs had room, so all of it was capacity)."""
+    res = _replay(four_hosts_unlisted)
+    assert res["cluster"] == {"machines": 1, "gpus": 8}
+    (r,) = res["results"]
+    assert r["quotas"] == {"va": 4, "vb": 4}
+    m = r["metrics"]
+    assert (m["fair_share_delay_s"], m["capacity_delay_s"]) == (21_600.0, 0.0)
+    assert any(
+        n.startswith("VC quotas inferred over the replayed cluster's 8 GPUs (the report infers")
+        for n in r["notes"]
+    ), r["notes"]
+    # The sweep reads the same quotas; with every host, 40 GPUs: 20 each, nobody waits.
+    assert read_inputs(four_hosts_unlisted).quotas == {"va": 4, "vb": 4}
+    assert read_inputs(four_hosts_unlisted, machines="all").quotas == {"va": 20, "vb": 20}
+
+
+def test_quotas_not_adding_up_to_the_cluster_are_noted(
+    four_hosts_unlisted: Path, tmp_path: Path
+) -> None:
+    """Quotas given for all 40 GPUs on the 8 replayed: the replay uses them as given and says
+    they add up to 40. The schedule is the one above; with room under quotas of 20, every
+    waiting moment is capacity: 21,600 s."""
+    q = tmp_path / "q.csv"
+    q.write_text("vc,gpus\nva,20\nvb,20\n")
+    (r,) = _replay(four_hosts_unlisted, "--quotas", str(q))["results"]
+    assert r["quotas"] == {"va": 20, "vb": 20}
+    assert (r["metrics"]["fair_share_delay_s"], r["metrics"]["capacity_delay_s"]) == (
+        0.0,
+        21_600.0,
+    )
+    assert "the VC quotas given add up to 40 GPUs; the replayed cluster has 8" in r["notes"]

@@ -108,3 +108,40 @@ def test_engines_report_attempt_ends_to_the_current_tracker() -> None:
             simulate(wl, Cluster.build(["m0"], [8]), policy)
         assert rec.calls[0] == (0, 4) and rec.calls[-1][0] == 4, (policy, rec.calls)
     assert isinstance(progress.current(), progress.NullTracker)  # restored after the block
+
+
+def test_status_while_reading_building_and_writing(store: Path, tmp_path: Path) -> None:
+    """Before the bar, a status line while the store is read; after it, labels while the
+    result is built and the output store written (before: nothing was shown while a
+    million-job store was read, about 13 s, nor while the result was built and written)."""
+    code, out, err = _replay(store, "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    assert "reading the store" in err, err
+    for name in POLICIES.split(","):
+        assert f"{name}: building the result" in err, err
+        assert f"{name}: writing {tmp_path / 'out' / name}" in err, err
+    assert "reading the store" not in out and "\x1b" not in out
+    json.loads(out)
+
+
+def test_library_phases_are_described_to_the_current_tracker(store: Path) -> None:
+    """``load_inputs`` and the engines' result say which phase runs (``describe``)."""
+    from philly_analyze.sim import simulate
+    from philly_analyze.sim.replay import load_inputs
+
+    class Recorder(progress.NullTracker):
+        def __init__(self) -> None:
+            self.texts: list[str] = []
+
+        def describe(self, text: str) -> None:
+            self.texts.append(text)
+
+    rec = Recorder()
+    with progress.reporting(rec):
+        wl, cluster, quotas = load_inputs(store)
+        simulate(wl, cluster, "philly", quotas)
+    assert rec.texts == [
+        "reading the store: jobs and attempts",
+        "reading the store: machines and quotas",
+        "philly: building the result (waiting causes, metrics)",
+    ]

@@ -217,24 +217,37 @@ class Context:
 
     @property
     def quotas(self) -> dict[str, int]:
-        """VC quotas in GPUs (file, mapping, or inferred from the whole store)."""
+        """VC quotas in GPUs (file, mapping, the store's own ``vc_quotas.csv``, or inferred
+        from the whole store: ``vcquota.infer_store_quotas``)."""
+        return self._quota_info()[0]
 
-        def load() -> dict[str, int]:
-            from philly_analyze.vcquota import quotas_for_store
-
-            if isinstance(self.vc_quotas, dict):
-                return dict(self.vc_quotas)
-            return quotas_for_store(self.store, self.vc_quotas)
-
-        return self.cached("quotas", load)
+    @property
+    def quotas_unknown(self) -> list[str]:
+        """VCs whose quota cannot be inferred (none of their jobs that ran has a known GPU
+        time): no quota, not a quota of 0. Empty when the quotas are given."""
+        return self._quota_info()[1]
 
     @property
     def quota_source(self) -> str:
-        if isinstance(self.vc_quotas, dict):
-            return "given"
-        if self.vc_quotas is not None:
-            return f"file {self.vc_quotas}"
-        return "inferred from GPU-time shares (vcquota.infer_quotas)"
+        return self._quota_info()[2]
+
+    def _quota_info(self) -> tuple[dict[str, int], list[str], str]:
+        if "quotas" not in self.cache:
+            from philly_analyze.vcquota import infer_store_quotas, stored_quotas
+
+            unknown: list[str] = []
+            if isinstance(self.vc_quotas, dict):
+                quotas, source = dict(self.vc_quotas), "given"
+            elif (kept := stored_quotas(self.store, self.vc_quotas)) is not None:
+                quotas = kept
+                source = f"file {self.vc_quotas}" if self.vc_quotas else "the store's vc_quotas.csv"
+            else:
+                quotas, unknown = infer_store_quotas(self.store)
+                source = "inferred from GPU-time shares (vcquota.infer_quotas)"
+            # "quotas" marks that they were read (analysis/__init__ reports their source).
+            self.cache["quota_info"] = (quotas, unknown, source)
+            self.cache["quotas"] = quotas
+        return self.cache["quota_info"]
 
 
 # ---------------------------------------------------------------------- numeric helpers

@@ -29,6 +29,9 @@ def compute(ctx: Context) -> Section:
         sec.notes.append(note)
         return sec
     agg = utilization.aggregates(ctx)
+    if agg is not None and (runs_note := ctx.runs_note()):
+        # Table 5 reads the same join as Table 3: attempts without a recorded end are left out.
+        sec.notes.append(runs_note)
     if agg is None:
         sec.notes.append("Table 5 needs per-minute GPU utilization (gpu_util); not in the store")
     elif agg.by_servers16.empty:

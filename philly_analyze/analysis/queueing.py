@@ -33,7 +33,8 @@ started waited from submit to its end in the scheduler log (``scheduler_events``
 FINISHED, FAILED or KILLED transition, e.g. cancelled in the queue); without such a log it is
 left out (its wait has no known end). ``started`` says which jobs ran. Quotas: ``--vc-quotas
 FILE`` or ``vcquota.quotas_for_store`` (proportional to GPU-time shares); a VC missing from the
-quotas has quota 0.
+quotas has quota 0, one whose quota cannot be inferred (``Context.quotas_unknown``) none: its
+waits are undetermined.
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ def _wait_causes(ctx: Context, w: pd.DataFrame) -> np.ndarray:
             a,
             b,
             tl.vc_usage,
-            ctx.quotas,
+            {**ctx.quotas, **dict.fromkeys(ctx.quotas_unknown)},
             most=tl.most_held(),
         )
         secs = split.seconds()
@@ -400,7 +401,15 @@ def _notes(ctx: Context, sec: Section, per: pd.DataFrame) -> None:
     if neg:
         sec.notes.append(f"{int(neg):,} jobs started before their submit time: delay taken as 0")
     quotas = ctx.quotas
-    missing = sorted({v for v in per.loc[per["wait_s"] > 0, "vc"].unique()} - set(quotas))
+    waiting = {v for v in per.loc[per["wait_s"] > 0, "vc"].unique()}
+    unknown = sorted(waiting & set(ctx.quotas_unknown))
+    if unknown:
+        sec.notes.append(
+            "VCs whose quota cannot be inferred (no job of theirs that ran has a known GPU "
+            "time): " + ", ".join(unknown) + "; their waits are undetermined (fair-share at a "
+            "quota of 0, not at a large one); give --vc-quotas FILE"
+        )
+    missing = sorted(waiting - set(quotas) - set(unknown))
     if missing:
         sec.notes.append(
             "VCs without a quota (treated as 0): " + ", ".join(v or "(none)" for v in missing)

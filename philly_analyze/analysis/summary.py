@@ -6,6 +6,7 @@ import pandas as pd
 
 from philly_analyze.analysis.common import Context
 from philly_analyze.analysis.result import ResultTable, Section
+from philly_analyze.schemas import RUN_LIST_SOURCES
 from philly_analyze.store_notes import store_notes
 
 
@@ -24,16 +25,13 @@ def compute(ctx: Context) -> Section:
                    string_agg(DISTINCT source, ',' ORDER BY source) AS sources
             FROM {ctx.jobs}"""
     ).iloc[0]
-    a = ctx.df(
-        f"SELECT count(*) AS attempts, max(end_time) AS last_end, min(start_time) AS first_start "
-        f"FROM {ctx.attempts}"
-    ).iloc[0]
+    a = _attempts(ctx)
     jobs = int(j["jobs"])
     last_end = j["last_end"] if pd.notna(j["last_end"]) else a["last_end"]
     counts: list[tuple[str, object]] = [
         ("jobs", jobs),
         ("jobs that ran", int(j["jobs_run"])),
-        ("attempts", int(a["attempts"])),
+        ("attempts", _recorded(sec, int(a["attempts"]), int(a["run_list_jobs"]))),
         ("virtual clusters", _known(sec, jobs, int(j["vcs"]), "virtual clusters")),
         ("users", _known(sec, jobs, int(j["users"]), "users")),
     ]
@@ -71,6 +69,38 @@ def compute(ctx: Context) -> Section:
             "(an attempt still running, without a recorded end, or without a GPU count)"
         )
     return sec
+
+
+def _attempts(ctx: Context) -> pd.Series:
+    """Attempts recorded, jobs from job lists, the last end and first start. Attempts of jobs
+    from job lists (one run per job, or replayed from one: its flag) are not recorded: counted
+    apart, as Figure 9 leaves their retries out."""
+    run_lists = ", ".join(f"'{s}'" for s in RUN_LIST_SOURCES)
+    return ctx.df(
+        f"""SELECT count(*) FILTER (WHERE NOT run_list) AS attempts,
+                   count(DISTINCT job_id) FILTER (WHERE run_list) AS run_list_jobs,
+                   max(end_time) AS last_end, min(start_time) AS first_start
+            FROM (SELECT a.*, a.source IN ({run_lists})
+                          OR list_contains(coalesce(j.flags, []), 'attempts_unknown') AS run_list
+                  FROM {ctx.attempts} a LEFT JOIN {ctx.jobs} j USING (job_id))"""
+    ).iloc[0]
+
+
+def _recorded(sec: Section, recorded: int, run_list_jobs: int) -> int | None:
+    """Attempts recorded; None (with a note) when every job that ran comes from a job list."""
+    if not run_list_jobs:
+        return recorded
+    if not recorded:
+        sec.notes.append(
+            "attempts: unknown (the jobs come from job lists, which record one run per job, "
+            "not its attempts)"
+        )
+        return None
+    sec.notes.append(
+        f"attempts leave out the {run_list_jobs:,} jobs from job lists (one run per job: their "
+        "attempts are not recorded)"
+    )
+    return recorded
 
 
 def _known(sec: Section, jobs: int, n: int, what: str) -> int | None:

@@ -214,10 +214,13 @@ def _inputs(
     quiet: bool,
     console: Any,
 ) -> tuple[Any, Any, dict[str, int]]:
-    """The store's workload, cluster and quotas (``sim.load_inputs``), said on stderr."""
+    """The store's workload, cluster and quotas (``sim.load_inputs``), said on stderr: a
+    status line while the store is read (a terminal only, as the bars)."""
+    from philly_analyze.progress import reporting, track
     from philly_analyze.sim.replay import load_inputs
 
-    wl, cluster, q = load_inputs(store_path, racks, quotas, machines)
+    with track("reading the store", None, unit="count", quiet=quiet) as t, reporting(t):
+        wl, cluster, q = load_inputs(store_path, racks, quotas, machines)
     if len(wl) == 0:
         raise UserError(
             "has no jobs to replay (jobs need a submit time, GPUs and a duration)",
@@ -311,12 +314,14 @@ def _run_all(names: list[str], run: Any, out: Path | None, quiet: bool, console:
     for name in names:
         # A bar on stderr only (terminal, not --quiet): the engines report attempts ended, the
         # sharing simulator jobs done.
+        # The same line then says when the result is built (library) and written (here).
+        target = None
         with track(f"{name}: replaying", None, unit="count", quiet=quiet) as t, reporting(t):
             res = run(name)
-        target = None
-        if out is not None:
-            target = out if len(names) == 1 else out / name
-            write_result_store(res, target)  # with the sharing model's output, if any
+            if out is not None:
+                target = out if len(names) == 1 else out / name
+                t.describe(f"{name}: writing {target}")
+                write_result_store(res, target)  # with the sharing model's output, if any
         results.append((res, target))
         if not quiet:
             console.print(

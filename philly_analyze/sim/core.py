@@ -8,6 +8,7 @@ observed outcome). The queue engine (``sim.engine``) and the preemptive engine
 
 from __future__ import annotations
 
+import struct
 from array import array
 from dataclasses import dataclass, field
 
@@ -25,6 +26,9 @@ PROGRESS_EVERY = 8191
 #: Fields of a trace row, in order (``Trace.columns``).
 ROW_FIELDS = ("job", "attempt", "ready", "start", "end", "servers", "intrinsic")
 _W = len(ROW_FIELDS)
+#: A row and a placement segment packed as the trace's arrays hold them (``Trace``).
+PACK_ROW = struct.Struct(f"={_W}q").pack
+PACK_SEG = struct.Struct("=3q").pack
 
 
 @dataclass
@@ -58,10 +62,11 @@ class Trace:
     ) -> int:
         """Append a started row; returns its index."""
         row = len(self.outcome)
-        self.rows.extend((j, k, ready, now, end, len(pl), intr))
+        # Packed to bytes: array.extend of a tuple converts item by item, three times slower.
+        self.rows.frombytes(PACK_ROW(j, k, ready, now, end, len(pl), intr))
         seg, gpus = self.seg, self.seg_gpus
         for m, g in pl:
-            seg.extend((row, m, len(g)))
+            seg.frombytes(PACK_SEG(row, m, len(g)))
             gpus.extend(g)
         self.outcome.append(-1)
         return row

@@ -3,8 +3,8 @@ split by GPU demand, on the one event loop (``sim.events``) and the one placemen
 (``sim.placement.FreeState``).
 
 Events: arrivals (the loop's stream of submit-sorted jobs), attempt ends, requeues of failed
-attempts (after ``retry_delay``), and locality timeouts. All events at one timestamp are
-applied, then one scheduling pass runs. The pass (the reference simulator in
+attempts (after ``retry_delay``), and the ends of locality waits. All events at one timestamp
+are applied, then one scheduling pass runs. The pass (the reference simulator in
 ``tests/test_sim_reference.py`` implements exactly this, job by job):
 
 1. VCs in order of used/quota (ties: VC index). In each VC, pending attempts in order of
@@ -21,7 +21,16 @@ With head-of-line blocking (fifo) the pass stops at the first attempt that canno
 Speed: attempts of one VC and one GPU demand form a FIFO class. Within a pass, once a class's
 head cannot start, no later member can (same demand, same quota test, never more relaxed,
 and the state only tightens as the pass allocates), so a pass costs O(VCs x demands + starts)
-rather than O(pending jobs); a pass is skipped when no pending demand fits in the free GPUs.
+rather than O(pending jobs). What can start is known before trying: a demand below the free
+state's ``strict_limit`` has a strict placement, and a class whose head has waited its
+locality wait (``rel``) a relaxed one if the GPUs are free. So a pass runs only when some
+class could start, and serves only the VCs that have one (a saturated cluster frees a few
+GPUs at a time, mostly too few or too scattered for what waits). Only class heads are
+timed, and the end of a wait is an event only while GPUs are free (``_wake``); while none are
+free, arrivals before the next event are queued in one call (``_arrive_while_full``). None
+of this changes a schedule: the reference simulator and the hashes of a saturated
+million-job replay's starts, placements and waiting causes agree before and after
+(docs/replay.md, *Performance*).
 """
 
 from __future__ import annotations
@@ -29,14 +38,16 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from philly_analyze.sim.core import BaseEngine, Trace
+from philly_analyze.sim.core import PACK_ROW, PACK_SEG, BaseEngine, Trace
 from philly_analyze.sim.events import NEVER as INF
+from philly_analyze.sim.events import Deadlines
 from philly_analyze.sim.placement import FreeState, Placement
 from philly_analyze.sim.slowdown import SlowdownModel
 from philly_analyze.sim.workload import Workload
 
-#: Event kinds (at one time: attempt ends, then retries ready, then locality timeouts).
-END, READY, TIMEOUT = 0, 1, 2
+#: Event kinds (at one time: attempt ends, then retries ready, then wake-ups for the end of a
+#: locality wait, ``QueueEngine._wake``).
+END, READY, WAKE = 0, 1, 2
 
 
 @dataclass
@@ -75,12 +86,17 @@ class QueueEngine(BaseEngine):
         self.cap = (
             list(cfg.borrow_cap) + [0] * (nvc - len(cfg.borrow_cap)) if cfg.borrow_cap else None
         )
+        self.hol = cfg.hol_blocking
         #: Smallest pending demand per VC (INF when its queue is empty).
         self.vc_min = [INF] * nvc
         #: pending[v][n]: deque of (ready, seq, job, attempt); empty deques are removed.
         self.pending: list[dict[int, deque[tuple[int, int, int, int]]]] = [{} for _ in range(nvc)]
         self.npending = 0
         self.pending_by_n: dict[int, int] = {}
+        #: rel[v]: the demands of VC v whose class head may be placed relaxed now (it has
+        #: waited its locality wait); rel_by_n: how many such classes per demand.
+        self.rel: list[set[int]] = [set() for _ in range(nvc)]
+        self.rel_by_n: dict[int, int] = {}
         self.running: dict[int, tuple[int, Placement]] = {}
         self.rack = fs.rack
         self.one_rack = len(set(fs.rack)) <= 1
@@ -89,19 +105,16 @@ class QueueEngine(BaseEngine):
         #: Locality wait of each job (us).
         lw = cfg.locality_wait_by_job
         self.jwait = list(lw) if lw is not None else [cfg.locality_wait_us] * len(wl)
+        #: Class heads still waiting for their locality wait to end: (time it ends, job,
+        #: attempt), a heap; and the time of the next wake-up event (``_wake``).
+        self.relax_at = Deadlines()
+        self.wake_at = -1
+        self._sfail = 0
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> Trace:
         """Simulate the whole workload; the trace of what ran."""
         self.progress_start()
-        # Locality timeouts: with one wait for every job they are due in the order they are
-        # made (ready time + a constant), so the loop's FIFO holds them (a saturated replay
-        # makes one per waiting attempt); per-job waits (locality_wait_spread) go on its heap.
-        self._timeout = (
-            self.loop.schedule_in_order
-            if self.cfg.locality_wait_by_job is None
-            else self.loop.schedule
-        )
         self.loop.run(self._at)
         for v in self.pending:
             for q in v.values():
@@ -111,17 +124,21 @@ class QueueEngine(BaseEngine):
 
     def _at(self, now: int, arrived: range) -> None:
         """Everything due at ``now``, then one scheduling pass (module docstring)."""
-        started = self.started
         ready: list[tuple[int, int, int, int]] = []
-        touched = False
+        relax_at = self.relax_at
+        touched = bool(relax_at) and relax_at.items[0][0] <= now and self._relax_due(now)
+        running, used, vc, gpus = self.running, self.used, self.vc, self.gpus
         for _, kind, seq, j, k in self.loop.pop(now):
-            if kind == END:
-                self._end(j, k, now, ready)
+            if kind == END:  # (inline: once per attempt)
+                row, pl = running.pop(j)
+                self.fs.release(pl)
+                used[vc[j]] -= gpus[j]
+                if self.attempt_ended(j, k, row):
+                    self._retry(j, k, now, ready)
                 touched = True
             elif kind == READY:
                 ready.append((now, seq, j, k))
-            else:  # TIMEOUT: only matters if the attempt still waits (it may now go relaxed)
-                touched = touched or started[j] != k
+            # else WAKE: only makes sure this time is visited (``_wake``)
         for ai in arrived:  # sequence number = job index: arrivals queue in (submit, id) order
             ready.append((now, ai, ai, 0))
         if len(ready) == 1 and not self.npending:
@@ -133,20 +150,76 @@ class QueueEngine(BaseEngine):
             if len(ready) > 1:
                 ready.sort()
             for item in ready:
-                self._enqueue(item)
+                self._enqueue(item, now)
             touched = True
         if touched and self.npending:
-            free = self.fs.free_total
-            # Saturated clusters free a few GPUs at a time: skip the pass cheaply when no
-            # pending demand fits.
-            if free and (1 in self.pending_by_n or free >= min(self.pending_by_n)):
-                self._pass(now)
-        if ready:
-            # Locality timeouts only for attempts the pass could not start.
-            jwait = self.jwait
-            for r, _, j, k in ready:
-                if started[j] != k and jwait[j] > 0:
-                    self._timeout(r + jwait[j], TIMEOUT, j, k)
+            # A pass only if it could start anything: some pending demand has a strict
+            # placement, or a class head that may go relaxed needs no more GPUs than are free
+            # (a saturated cluster frees a few GPUs at a time, mostly too few or too
+            # scattered for what waits).
+            fs = self.fs
+            free = fs.free_total
+            if free:
+                least = min(self.pending_by_n)
+                if least <= free:
+                    limit = fs.strict_limit()
+                    rel = self.rel_by_n
+                    if least < limit or (rel and min(rel) <= free):
+                        self._pass(now, limit)
+        if self.fs.free_total:
+            if relax_at:
+                self._wake(now)
+        else:
+            loop = self.loop
+            nxt = loop.next_arrival
+            if nxt < len(loop.arrivals) and (not loop.heap or loop.arrivals[nxt] < loop.heap[0][0]):
+                self._arrive_while_full(now)
+
+    def _relax_due(self, now: int) -> bool:
+        """Class heads whose locality wait ended by ``now`` may now be placed relaxed; True if
+        any still waits (the pass has something new to try). Only a class's head can start
+        (first come, first served), so only heads are timed: an attempt behind it whose wait
+        ends first is relaxable as soon as it becomes the head (``_new_head``)."""
+        relax_at, started = self.relax_at, self.started
+        vc, gpus = self.vc, self.gpus
+        changed = False
+        due = relax_at.items
+        while due and due[0][0] <= now:
+            _, j, k = relax_at.pop()
+            if started[j] < k:  # still waiting, so still its class's head
+                self._relax(vc[j], gpus[j])
+                changed = True
+        return changed
+
+    def _wake(self, now: int) -> None:
+        """With GPUs free, the next end of a head's locality wait must be visited (a pass may
+        then place it relaxed); with none free it need not be: nothing can start before the
+        next end frees GPUs, and ``_relax_due`` catches up then. So waits end without an
+        event each, and a saturated cluster (no GPU free between passes) needs almost none."""
+        relax_at, started = self.relax_at, self.started
+        due = relax_at.items
+        while due and started[due[0][1]] >= due[0][2]:
+            relax_at.pop()  # its attempt started: no longer waits
+        if due:
+            r = due[0][0]
+            if self.wake_at <= now or r < self.wake_at:
+                self.wake_at = r
+                self.loop.schedule(r, WAKE)
+
+    def _arrive_while_full(self, now: int) -> None:
+        """No GPU is free, so nothing starts before the next event (only an attempt's end
+        frees GPUs, and no pass runs with none free): the arrivals before it only queue.
+        Take them now, in their order, each ready at its own submit time; one call instead of
+        one per arrival."""
+        loop = self.loop
+        nxt = loop.heap[0][0] if loop.heap else INF
+        if loop.fifo and loop.fifo[0][0] < nxt:
+            nxt = loop.fifo[0][0]
+        arr = loop.take_arrivals(nxt - 1)
+        if arr:
+            submit = loop.arrivals
+            for ai in arr:
+                self._enqueue((submit[ai], ai, ai, 0), now)
 
     def _start_or_enqueue(self, item: tuple[int, int, int, int], now: int) -> None:
         """The fast path's pass over one attempt: start it if its VC may and a placement is
@@ -165,58 +238,81 @@ class QueueEngine(BaseEngine):
         if pl is not None:
             self._start(item, pl, now)
         else:
-            self._enqueue(item)
+            self._enqueue(item, now)
 
-    def _enqueue(self, item: tuple[int, int, int, int]) -> None:
+    def _enqueue(self, item: tuple[int, int, int, int], now: int) -> None:
         j = item[2]
         n = self.gpus[j]
-        cls = self.pending[self.vc[j]]
+        v = self.vc[j]
+        cls = self.pending[v]
         q = cls.get(n)
         if q is None:
-            q = cls[n] = deque()
-        q.append(item)
-        v = self.vc[j]
+            q = cls[n] = deque((item,))
+            self._new_head(v, n, q, now)
+        else:
+            q.append(item)
         if n < self.vc_min[v]:
             self.vc_min[v] = n
         self.npending += 1
         self.pending_by_n[n] = self.pending_by_n.get(n, 0) + 1
 
-    def _end(self, j: int, k: int, now: int, ready: list[tuple[int, int, int, int]]) -> None:
-        row, pl = self.running.pop(j)
-        self.fs.release(pl)
-        self.used[self.vc[j]] -= self.gpus[j]
-        if self.attempt_ended(j, k, row):
-            delay = self.cfg.retry_delay_us
-            if delay:
-                self.loop.schedule(now + delay, READY, j, k + 1)
-            else:
-                ready.append((now, self.loop.ticket(), j, k + 1))
+    def _new_head(self, v: int, n: int, q: deque[tuple[int, int, int, int]], now: int) -> None:
+        """Class (v, n) has a new head ``q[0]``: relaxable now if it has waited its locality
+        wait (or has none), else timed (``relax_at``). An attempt taken early by
+        ``_arrive_while_full`` may be ready later than ``now``; with no wait it counts as
+        relaxable at once, which no pass can tell apart (none runs before it is ready: no GPU
+        is free until then)."""
+        ready, _, j, k = q[0]
+        w = self.jwait[j]
+        if w <= 0 or ready + w <= now:
+            self._relax(v, n)
+        else:
+            self.relax_at.add(ready + w, j, k)
+
+    def _relax(self, v: int, n: int) -> None:
+        rs = self.rel[v]
+        if n not in rs:
+            rs.add(n)
+            self.rel_by_n[n] = self.rel_by_n.get(n, 0) + 1
+
+    def _retry(self, j: int, k: int, now: int, ready: list[tuple[int, int, int, int]]) -> None:
+        """Job ``j``'s attempt ``k`` failed: its next attempt is ready now or after the delay."""
+        delay = self.cfg.retry_delay_us
+        if delay:
+            self.loop.schedule(now + delay, READY, j, k + 1)
+        else:
+            ready.append((now, self.loop.ticket(), j, k + 1))
 
     # ------------------------------------------------------------------ scheduling
-    def _pass(self, now: int) -> None:
-        #: Smallest demand whose strict placement failed in this pass: strict fits are
-        #: monotone in n (see cluster.py) and the state only tightens during a pass.
-        self._sfail = 1 << 62
+    def _pass(self, now: int, strict_limit: int) -> None:
+        fs = self.fs
+        #: Smallest demand with no strict placement: strict fits are monotone in n (see
+        #: placement.py) and the state only tightens during a pass, so it starts at the
+        #: state's limit (``FreeState.strict_limit``) and drops when a placement fails.
+        self._sfail = sfail = strict_limit
         quota = self.quota
         if quota is None:
             self._serve(0, now, None, set())
             return
         used = self.used
         vmin = self.vc_min
-        fs = self.fs
+        rel = self.rel
         free = fs.free_total
-        # Only VCs whose smallest pending demand fits in the free GPUs can start anything.
-        # Phase 2 (borrowing) only needs the VCs that had demand held back by their quota:
-        # every other class started, failed placement, or needs more GPUs than are free,
-        # and none of that improves within the pass.
+        # Only VCs that can start something are served: a class within the free GPUs and the
+        # VC's room, with a strict placement (n < sfail) or a head that may go relaxed. A VC
+        # held back by its quota (a class beyond its room) may borrow in phase 2; nothing else
+        # improves within the pass.
         over: list[int] = []
         order = []
         for v, mn in enumerate(vmin):
             if mn <= free:
-                if mn > quota[v] - used[v]:
+                room = quota[v] - used[v]
+                if mn > room:
                     over.append(v)
-                else:
+                elif mn < sfail or (rel[v] and min(rel[v]) <= min(free, room)):
                     order.append((used[v] / quota[v] if quota[v] else INF, v))
+                elif max(self.pending[v]) > room:
+                    over.append(v)
         if len(order) > 1:
             order.sort()
         blocked: set[tuple[int, int]] = set()
@@ -229,12 +325,20 @@ class QueueEngine(BaseEngine):
         if not (over and self.cfg.borrow):
             return
         free = fs.free_total
-        order = [(used[v] / quota[v] if quota[v] else INF, v) for v in over if vmin[v] <= free]
+        sfail = self._sfail
+        cap = self.cap
+        order = []
+        for v in over:
+            mn = vmin[v]
+            if mn <= free:
+                lim = free if cap is None else min(free, cap[v] - used[v])
+                if (mn <= lim and mn < sfail) or (rel[v] and min(rel[v]) <= lim):
+                    order.append((used[v] / quota[v] if quota[v] else INF, v))
         if len(order) > 1:
             order.sort()
         for _, v in order:
             if vmin[v] <= fs.free_total:
-                self._serve(v, now, self.cap, blocked)
+                self._serve(v, now, cap, blocked)
                 if fs.free_total == 0:
                     return
 
@@ -246,8 +350,8 @@ class QueueEngine(BaseEngine):
         attempt that cannot start."""
         fs = self.fs
         classes = self.pending[v]
-        jwait = self.jwait
-        hol = self.cfg.hol_blocking
+        rs = self.rel[v]
+        hol = self.hol
         limit = (1 << 62) if hol else fs.free_total
         over = False
         if quota is not None:
@@ -260,9 +364,7 @@ class QueueEngine(BaseEngine):
         cand = [
             n
             for n in classes
-            if n <= limit
-            and (hol or n < sfail or classes[n][0][0] + jwait[classes[n][0][2]] <= now)
-            and (v, n) not in blocked
+            if n <= limit and (hol or n < sfail or n in rs) and (v, n) not in blocked
         ]
         while cand:
             n = cand[0]
@@ -277,7 +379,7 @@ class QueueEngine(BaseEngine):
                     pl = fs.place_strict(n)
                     if pl is None:
                         self._sfail = n
-                if pl is None and now >= head[0] + jwait[head[2]]:
+                if pl is None and n in rs:
                     pl = fs.place_relaxed(n)
             if pl is None:
                 blocked.add((v, n))
@@ -285,18 +387,9 @@ class QueueEngine(BaseEngine):
                     return over
                 cand.remove(n)
                 continue
-            q = classes[n]
-            q.popleft()
-            if not q:
-                del classes[n]
+            self._pop(v, n, now)
+            if n not in classes:
                 cand.remove(n)
-                self.vc_min[v] = min(classes) if classes else INF
-            self.npending -= 1
-            c = self.pending_by_n[n] - 1
-            if c:
-                self.pending_by_n[n] = c
-            else:
-                del self.pending_by_n[n]
             self._start(head, pl, now)
             if fs.free_total == 0:
                 return over
@@ -307,28 +400,52 @@ class QueueEngine(BaseEngine):
                     cand = [m for m in cand if m <= room]
         return over
 
+    def _pop(self, v: int, n: int, now: int) -> None:
+        """Take the head of class (v, n) off the queue (it starts)."""
+        classes = self.pending[v]
+        q = classes[n]
+        q.popleft()
+        rs = self.rel[v]
+        if n in rs:
+            rs.discard(n)
+            c = self.rel_by_n[n] - 1
+            if c:
+                self.rel_by_n[n] = c
+            else:
+                del self.rel_by_n[n]
+        if q:
+            self._new_head(v, n, q, now)
+        else:
+            del classes[n]
+            self.vc_min[v] = min(classes) if classes else INF
+        self.npending -= 1
+        c = self.pending_by_n[n] - 1
+        if c:
+            self.pending_by_n[n] = c
+        else:
+            del self.pending_by_n[n]
+
     def _start(self, item: tuple[int, int, int, int], pl: Placement, now: int) -> None:
         ready, _, j, k = item
         n = self.gpus[j]
-        v = self.vc[j]
         intr = self.intr[self.ptr[j] + k]
         if len(pl) == 1:
-            f = 1.0
+            end = now + intr
         else:
             racks = 1 if self.one_rack else len({self.rack[m] for m, _ in pl})
-            f = self.model.factor(n, len(pl), racks)
-        dur = round(intr * f)
-        end = now + dur
+            end = now + round(intr * self.model.factor(n, len(pl), racks))
+        # Trace.record_start, inline (this runs at every start).
         tr = self.trace
         row = len(tr.outcome)
-        tr.rows.extend((j, k, ready, now, end, len(pl), intr))
-        seg = tr.seg
-        gpus = tr.seg_gpus
+        tr.rows.frombytes(PACK_ROW(j, k, ready, now, end, len(pl), intr))
         for m, g in pl:
-            seg.extend((row, m, len(g)))
-            gpus.extend(g)
+            tr.seg.frombytes(PACK_SEG(row, m, len(g)))
+            if len(g) == 1:
+                tr.seg_gpus.append(g[0])
+            else:
+                tr.seg_gpus.extend(g)
         tr.outcome.append(-1)
         self.running[j] = (row, pl)
         self.started[j] = k
-        self.used[v] += n
+        self.used[self.vc[j]] += n
         self.loop.schedule(end, END, j, k)

@@ -155,6 +155,30 @@ class EventLoop(Generic[T]):
                 return
 
 
+class Deadlines:
+    """Times at which items fall due, earliest first, kept apart from the loop's events: the
+    simulator takes the due ones when it visits a time (``pop_due``) and schedules a wake-up
+    event itself only when one must be visited (the queue engine's locality waits: a
+    saturated replay has one per waiting class head, and almost none needs an event). Items
+    are ``(time, a, b)``; ``items[0]`` is the earliest."""
+
+    __slots__ = ("items",)
+
+    def __init__(self) -> None:
+        self.items: list[tuple[int, int, int]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def add(self, t: int, a: int, b: int) -> None:
+        """Item ``(a, b)`` falls due at ``t``."""
+        heapq.heappush(self.items, (t, a, b))
+
+    def pop(self) -> tuple[int, int, int]:
+        """Remove and return the earliest item."""
+        return heapq.heappop(self.items)
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """No cyclic garbage collection inside: a simulation allocates millions of tuples, lists

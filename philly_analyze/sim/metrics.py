@@ -50,7 +50,8 @@ METRICS: dict[str, str] = {
     "queue_p50_s": "queueing delay median",
     "queue_p95_s": "queueing delay 95th percentile",
     "queue_p99_s": "queueing delay 99th percentile",
-    "fair_share_delay_s": "total waiting time attributed to fair share (VC at its quota)",
+    "fair_share_delay_s": "total waiting time attributed to fair share (the VC's GPUs in use "
+    "plus the demand past its quota)",
     "fragmentation_delay_s": "total waiting time attributed to fragmentation (enough GPUs "
     "free, no placement meeting the locality constraint)",
     "capacity_delay_s": "total waiting time attributed to capacity (quota left, fewer GPUs "
@@ -112,7 +113,7 @@ def waiting_causes(
     if quota is None:
         return _split_waits(steps, vc, demand, ready, start, _no_usage, None, with_bounds=True)
     held = e_idx > s_idx
-    order = np.argsort(vc, kind="stable")
+    order = np.argsort(vc)  # rows grouped by VC; their order within it does not matter
     order = order[held[order]]
     cuts = np.searchsorted(vc[order], np.arange(len(quota) + 1))
 

@@ -57,6 +57,21 @@ class FreeState:
                 return f
         return 0
 
+    def strict_limit(self) -> int:
+        """The smallest demand with no placement meeting the locality constraint now; every
+        smaller demand has one (strict fits are monotone in the demand). ``n <= L`` fits
+        while some server has ``n`` GPUs free; a larger ``n`` while a rack has
+        ``servers_needed(n, L)`` wholly free L-GPU servers, i.e. ``n <= L x W`` for the most
+        such servers ``W`` in one rack (a server with L GPUs free is one of them)."""
+        b = self.buckets
+        largest = self.largest
+        for f in range(largest, 0, -1):
+            if b[f]:
+                if f < largest:
+                    return f + 1
+                return largest * max(len(w) for w in self.whole) + 1
+        return 1
+
     def fits(self, n: int, relaxed: bool) -> bool:
         """Whether ``n`` GPUs can be placed now (strict: the locality constraint)."""
         if n > self.free_total:

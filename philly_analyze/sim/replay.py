@@ -18,15 +18,18 @@ from philly_analyze.sim.cluster import Cluster
 from philly_analyze.sim.policies import get_policy, validate_params
 from philly_analyze.sim.result import ReplayResult
 from philly_analyze.sim.workload import NO_VC, Workload
-from philly_analyze.vcquota import infer_quotas, quotas_for_store
+from philly_analyze.vcquota import infer_quotas, stored_quotas
 
 
 def workload_quotas(workload: Workload, cluster: Cluster) -> dict[str, int]:
-    """Quotas inferred from the workload's GPU time per VC (``vcquota.infer_quotas``)."""
+    """Quotas inferred from the GPU time per VC of the jobs the cluster can hold (GPUs x
+    every attempt's duration; ``vcquota.infer_quotas``), summing to the cluster's GPUs."""
+    counts = np.where(workload.num_gpus <= cluster.total_gpus, workload.num_attempts, 0)
     gpu_time = np.repeat(workload.num_gpus, workload.num_attempts) * workload.att_dur_us
+    fits = np.repeat(counts > 0, workload.num_attempts)
     by_vc = np.bincount(
-        np.repeat(workload.vc, workload.num_attempts),
-        weights=gpu_time.astype(np.float64),
+        np.repeat(workload.vc, workload.num_attempts)[fits],
+        weights=gpu_time[fits].astype(np.float64),
         minlength=len(workload.vc_names),
     )
     return infer_quotas(
@@ -77,25 +80,45 @@ def load_inputs(
     quotas_path: str | os.PathLike[str] | None = None,
     machines: str | None = None,
 ) -> tuple[Workload, Cluster, dict[str, int]]:
-    """Workload, cluster and quotas of a store. Quotas come from ``vcquota.quotas_for_store``
-    like the report's: the file if given, else the store's ``vc_quotas.csv`` (a replay
-    output keeps the quotas it used there, so the same settings reproduce it), else
-    inferred from GPU-time shares. ``machines``: ``listed``, ``all`` or None (the default of
-    ``cluster.machines_choice``); how the cluster differs from the machine list is noted
-    in the workload's notes."""
+    """Workload, cluster and quotas of a store. Quotas: the file if given, else the store's
+    ``vc_quotas.csv`` (``vcquota.stored_quotas``: a replay output keeps the quotas it used
+    there, so the same settings reproduce it), else inferred from the replayed jobs'
+    GPU-time shares over the replayed cluster's GPUs (``workload_quotas``; with ``--machines
+    listed`` that cluster may be smaller than the store's machines, over which the report
+    infers them). ``machines``: ``listed``, ``all`` or None (the default of
+    ``cluster.machines_choice``). How the cluster differs from the machine list, and quotas
+    that do not add up to its GPUs, are noted in the workload's notes."""
+    from philly_analyze.progress import current
     from philly_analyze.sim.cluster import cluster_notes
     from philly_analyze.store import Store
 
+    # Seconds at a million jobs (the merged views): the caller's status says which part.
+    tracker = current()
     with Store(store_path, read_only=True) as store:
+        tracker.describe("reading the store: jobs and attempts")
         wl = Workload.from_store(store)
+        tracker.describe("reading the store: machines and quotas")
         cluster = Cluster.from_store(store, racks=racks, machines=machines)
-        notes = cluster_notes(store, machines)
-        quotas = quotas_for_store(store, quotas_path)
-    wl.notes.extend(notes)
+        wl.notes.extend(cluster_notes(store, machines))
+        quotas = stored_quotas(store, quotas_path)
+        store_gpus = int(store.scalar("SELECT coalesce(sum(num_gpus), 0) FROM machines") or 0)
     if cluster.num_machines == 0:
         raise UserError(
             "has no machines; ingest a machine list (e.g. cluster_machine_list) first",
             source=str(Path(store_path)),
+        )
+    if quotas is None:
+        quotas = workload_quotas(wl, cluster)
+        if quotas and store_gpus != cluster.total_gpus:
+            wl.notes.append(
+                f"VC quotas inferred over the replayed cluster's {cluster.total_gpus:,} GPUs "
+                f"(the report infers them over all {store_gpus:,} of the store's machines)"
+            )
+    elif quotas and sum(quotas.values()) != cluster.total_gpus:
+        given = "given" if quotas_path is not None else "kept in the store (vc_quotas.csv)"
+        wl.notes.append(
+            f"the VC quotas {given} add up to {sum(quotas.values()):,} GPUs; the replayed "
+            f"cluster has {cluster.total_gpus:,}"
         )
     return wl, cluster, quotas
 

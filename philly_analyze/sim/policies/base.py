@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from philly_analyze.progress import current
 from philly_analyze.sim.cluster import Cluster
 from philly_analyze.sim.core import BaseEngine
 from philly_analyze.sim.engine import EngineConfig, QueueEngine
@@ -87,6 +88,8 @@ class _EventPolicy(Policy):
                 f"{len(trace.unscheduled):,} jobs never started under {self.name} (their demand "
                 "exceeds what the policy would ever give their VC)"
             )
+        # The waiting causes and metrics of a saturated million-job run take seconds: say so.
+        current().describe(f"{self.name}: building the result (waiting causes, metrics)")
         with gc_paused():
             res = build_result(
                 trace,

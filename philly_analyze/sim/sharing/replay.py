@@ -279,6 +279,7 @@ def replay_sharing(
     an inference fleet (or the paper scenario, ``params["scenario"]``), as a ``ReplayResult``
     with every sharing metric and, unless ``compare_philly`` is off, the same jobs under
     ``philly`` beside them."""
+    from philly_analyze.progress import current
     from philly_analyze.sim.result import ReplayResult
     from philly_analyze.sim.sharing.simulate import simulate_sharing
 
@@ -292,6 +293,7 @@ def replay_sharing(
         )
     # ``flags`` is empty for workloads built without them (scenarios, from_columns).
     flags = {str(j): list(f) for j, f in zip(workload.job_ids, workload.flags, strict=False) if f}
+    current().describe(f"{policy.name}: building the result")
     jt, at, pl, machines = to_tables(res, origin, training, flags)
     metrics, per_vc = replay_metrics(res)
     metrics.update({k: v for k, v in res.metrics.items() if k != "policy"})
