@@ -30,8 +30,23 @@ class UserError(Exception):
         return where + self.message
 
 
+#: Longest message of an ``InputFormatError``: its text may quote the file (a header, a
+#: DuckDB error echoing a line), which must not print 64 KB on the error line.
+MAX_INPUT_MESSAGE = 400
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 class InputFormatError(UserError):
-    """A source file is malformed beyond a few bad rows (truncated, binary, empty...)."""
+    """A source file is malformed beyond a few bad rows (truncated, binary, empty...).
+
+    Its message is one line (control characters, newlines included, are escaped) of at most
+    ``MAX_INPUT_MESSAGE`` characters, whatever of the file it quotes."""
+
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None):
+        text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
+        if len(text) > MAX_INPUT_MESSAGE:
+            text = text[: MAX_INPUT_MESSAGE - 30] + f"... ({len(text):,} characters)"
+        super().__init__(text, source=source, line=line)
 
 
 class UnreadableInputError(InputFormatError):

@@ -18,7 +18,6 @@ series' timestamps (of the first ``STEP_PROBE`` rows).
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import re
@@ -29,9 +28,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from philly_analyze.bounds import TIME, excerpt
 from philly_analyze.errors import InputFormatError
-from philly_analyze.ingest.formats import IngestContext
-from philly_analyze.ingest.ganglia_samples import US, ReadStats, Sink, parse_number
+from philly_analyze.ingest.formats import IngestContext, csv_fields
+from philly_analyze.ingest.ganglia_samples import TIME_RANGE, US, ReadStats, Sink, parse_number
 from philly_analyze.ingest.philly import iter_json_array
 from philly_analyze.ingest.source import Source
 from philly_analyze.store import Batch
@@ -117,7 +117,12 @@ def read_csv(
         if not line.strip():
             continue
         # ganglia-web prints numbers and ISO times, never quotes: split unless quoted.
-        fields = line.split(",") if '"' not in line else next(csv.reader([line]))
+        try:
+            fields = line.split(",") if '"' not in line else csv_fields(line)
+        except ValueError as e:
+            batch.reject(source.name, line_no, str(e), line)
+            st.rejected += 1
+            continue
         if header is None:
             header = [f.strip() for f in fields]
             if len(header) < 2 or header[0].lower() != "timestamp":
@@ -164,10 +169,13 @@ def _csv_flush(
     if not rows:
         return step
     t_us, bad = to_epoch_us([r[1] for r in rows], ctx.timezone)
-    for i in np.flatnonzero(bad):
+    far = ~bad & ~TIME.mask_us(t_us)
+    for i in np.flatnonzero(bad | far):
         line_no, t, cells = rows[i]
-        batch.reject(source.name, line_no, f"unparsable time {t!r}", ",".join([t, *cells]))
+        why = TIME.reason(t) if far[i] else f"unparsable time {excerpt(t)}"
+        batch.reject(source.name, line_no, why, ",".join([t, *cells]))
         st.rejected += 1
+    bad |= far
     good = np.flatnonzero(~bad)
     if step is None:
         step = infer_step(t_us[good]) or 0
@@ -202,10 +210,15 @@ def read_ganglia_json(source: Source, sink: Sink, ctx: IngestContext, batch: Bat
         ts = np.array([_num_or_nan(p[1]) for p in points], dtype=np.float64)
         values = np.array([_num_or_nan(p[0]) for p in points], dtype=np.float64)
         ok = np.isfinite(ts)
+        h, m = str(host), str(metric)
+        far = ok & ~TIME.mask_us(ts * US)
+        sink.refuse(
+            h, m, f"time out of range ({TIME_RANGE})", int((far & np.isfinite(values)).sum())
+        )
+        ok &= ~far
         t1 = np.round(ts[ok] * US).astype(np.int64)
         step = infer_step(t1) or 0
         st.steps.add(step // US)
-        h, m = str(host), str(metric)
         st.took(h, m, sink.add_many(h, m, t1 - step, t1, values[ok]))
     return st
 
@@ -259,7 +272,11 @@ def read_xport_json(source: Source, sink: Sink, ctx: IngestContext, names: Namer
     st.steps.add(step)
     for i, row in enumerate(_rows(data)):
         if len(row) == len(series) + 1:  # --showtime
-            t, values = int(_num_or_nan(row[0])), row[1:]
+            shown = _num_or_nan(row[0])
+            if not np.isfinite(shown):
+                st.rejected += 1
+                continue
+            t, values = int(shown), row[1:]
         elif len(row) == len(series):
             t, values = start + i * step, row
         else:
@@ -267,8 +284,7 @@ def read_xport_json(source: Source, sink: Sink, ctx: IngestContext, names: Namer
             continue
         for (h, m), v in zip(series, values, strict=True):
             x = _num_or_nan(v)
-            if np.isfinite(x):
-                sink.add(h, m, (t - step) * US, t * US, x)
+            if np.isfinite(x) and sink.add(h, m, (t - step) * US, t * US, x):
                 st.took(h, m)
     return st
 
