@@ -136,9 +136,20 @@ class TimeBound:
         return isinstance(us, int | float) and not math.isnan(us) and self.lo_us <= us < self.hi_us
 
 
+#: JSON integers longer than this are read as floats (``json_int``).
+MAX_JSON_INT_DIGITS = 4000
+
+
+def json_int(text: str) -> int | float:
+    """``parse_int`` of the project's JSON readers: an integer of more digits than Python
+    converts (4,300) is read as a float (inf), which the value's check then rejects, instead
+    of a ValueError that ends the file."""
+    return int(text) if len(text) <= MAX_JSON_INT_DIGITS else float(text)
+
+
 def _num(x: float) -> str:
-    """A bound as people write it: 1,024 or 1e+10."""
-    return f"{int(x):,}" if x == int(x) and abs(x) < 1e7 else f"{x:g}"
+    """A bound as people write it: 1,024 or 1e10."""
+    return f"{int(x):,}" if x == int(x) and abs(x) < 1e7 else f"{x:g}".replace("e+", "e")
 
 
 def _epoch_us(t: datetime) -> int:

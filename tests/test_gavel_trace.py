@@ -150,7 +150,7 @@ def test_nine_field_layout_and_bad_lines(tmp_path: Path) -> None:
     assert rej == [
         (3, "expected 7, 9 or 10 tab-separated fields (Gavel traces), found 5"),
         (4, "scale_factor: GPUs of a job '99999999999' out of range (0 to 1,000,000)"),
-        (5, "arrival: relative time (s) '1e300' out of range (-1e+10 to 1e+10)"),
+        (5, "arrival: relative time (s) '1e300' out of range (-1e10 to 1e10)"),
     ]
 
 

@@ -233,8 +233,8 @@ def test_job_list_dates_and_durations_out_of_range(tmp_path: Path, store_dir: Pa
     assert out["rejected"] == 4
     assert rejects(store_dir) == [
         (3, "bad row: submit time '9999-12-31 23:59:59' out of range (1970-01-01 to 2200-01-01)"),
-        (4, "bad row: duration (s) '1e23' out of range (0 to 1e+10)"),
-        (5, "bad row: duration (s) '-5' out of range (0 to 1e+10)"),
+        (4, "bad row: duration (s) '1e23' out of range (0 to 1e10)"),
+        (5, "bad row: duration (s) '-5' out of range (0 to 1e10)"),
         (6, "bad row: submit time '1960-01-01 00:00:00' out of range (1970-01-01 to 2200-01-01)"),
     ]
     assert q(store_dir, "SELECT duration_s FROM attempts ORDER BY 1") == [(100.0,), (7200.0,)]
@@ -272,7 +272,7 @@ def test_gavel_durations_out_of_range(tmp_path: Path, store_dir: Path) -> None:
     assert rejects(store_dir) == [
         (
             2,
-            "duration (s) '9.09090909090909e+21' out of range (0 to 1e+10) (total_steps 1e+23 / throughput)",
+            "duration (s) '9.09090909090909e+21' out of range (0 to 1e10) (total_steps 1e+23 / throughput)",
         )
     ]
     assert q(store_dir, "SELECT duration_s FROM attempts ORDER BY 1") == [(2.0,), (100.0,)]
@@ -376,12 +376,78 @@ def test_framework_step_counters_and_dates_out_of_range(tmp_path: Path, store_di
     out = ok(ingest(store_dir, log, "--timezone", "UTC"))
     assert out["rejected"] == 4
     assert rejects(store_dir) == [
-        (2, "progress line: step or epoch counter out of range (0 to 1e+12)"),
-        (3, "progress line: step or epoch counter out of range (0 to 1e+12)"),
+        (2, "progress line: step or epoch counter out of range (0 to 1e12)"),
+        (3, "progress line: step or epoch counter out of range (0 to 1e12)"),
         (4, "progress line: time out of range (1970-01-01 to 2200-01-01)"),
-        (5, "progress line: step or epoch counter out of range (0 to 1e+12)"),
+        (5, "progress line: step or epoch counter out of range (0 to 1e12)"),
     ]
     assert q(store_dir, "SELECT epoch, loss, line_no FROM epochs ORDER BY line_no") == [
         (1, 2.5, 1),
         (6, 2.1, 6),
     ]
+
+
+# --------------------------------------------------------------------------- found by the fuzzer
+# Each case below is a mutant tests/test_fuzz_parsers.py found, cut down by hand.
+def test_ganglia_csv_time_with_an_odd_offset(tmp_path: Path, store_dir: Path) -> None:
+    d = tmp_path / "m47"
+    d.mkdir()
+    f = d / "gpu_util.csv"
+    f.write_text(
+        "Timestamp,gpu0_util\n"
+        "2017-10-03T00:08:15-1:00,10\n"  # 2: an offset of one digit (pandas: mixed time zones)
+        "2017-10-03T00:08:30-07:00,20\n"
+        "2017-10-03T00:08:45-07:00,30\n"
+    )
+    out = ok(ingest(store_dir, f))
+    assert out["rejected"] == 1
+    assert rejects(store_dir) == [(2, "unparsable time '2017-10-03T00:08:15-1:00'")]
+    # Lines 3 and 4 (step 15 s) both fall in minute 07:08 UTC: one row, their average.
+    assert q(store_dir, "SELECT util FROM gpu_util") == [(25.0,)]
+
+
+def test_gavel_throughputs_with_impossible_scale_factors(tmp_path: Path, store_dir: Path) -> None:
+    trace = tmp_path / "t.trace"
+    trace.write_text("A3C\tpython3 main.py\t--max_steps\t0\t1100\t0\t1\n")
+    for key in ("('A3C', 1e400)", "('A3C', 0)"):  # OverflowError, ZeroDivisionError before
+        thr = tmp_path / "thr.json"
+        thr.write_text(json.dumps({"v100": {"('A3C', 1)": {"null": 11.0}, key: {"null": 5.0}}}))
+        r = ingest(store_dir, trace, "--gavel-throughputs", thr)
+        assert r.exit_code == 1, r.output
+        err = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+        assert err == [
+            f"error: {thr}: key {key!r} is not a ('job type', scale factor) pair with a scale "
+            "factor of 1 to 1,000,000 GPUs"
+        ]
+
+
+def test_job_log_number_of_thousands_of_digits(tmp_path: Path, store_dir: Path) -> None:
+    f = tmp_path / "cluster_job_log"
+    jobs = [json.dumps(_job(i)) for i in range(3)]
+    jobs[1] = jobs[1].replace('"gpu0"', "9" * 5000)  # Python refuses ints of > 4,300 digits
+    f.write_text("[" + ",\n".join(jobs) + "]\n")
+    out = ok(ingest(store_dir, f))
+    assert out["rejected"] == 1
+    assert rejects(store_dir) == [(2, "GPU name 'inf' in attempts[0].detail is not gpu<N>")]
+    assert q(store_dir, "SELECT count(*) FROM jobs") == [(2,)]
+
+
+def test_gpu_util_header_repeating_a_column(tmp_path: Path, store_dir: Path) -> None:
+    f = tmp_path / "cluster_gpu_util"
+    f.write_text("time,machineId,gpu0_util,gpu0_util\n2017-10-03 00:08:00 PDT,m1,10,20,\n")
+    err = one_error_line(ingest(store_dir, f), f, 1)  # a DuckDB BinderException before
+    assert "a column repeated in the header 'time,machineId,gpu0_util,gpu0_util'" in err
+
+
+def test_reasons_quoting_a_long_line_are_cut(tmp_path: Path, store_dir: Path) -> None:
+    f = tmp_path / "cluster_cpu_util"
+    f.write_text(
+        "time,machine_id,cpu_util\n" + "x" * 70_000 + ",m1,5\n2017-10-03 00:08:00 PDT,m1,5\n"
+    )
+    out = ok(ingest(store_dir, f))
+    assert out["rejected"] == 1
+    ((line, reason),) = rejects(store_dir)
+    assert line == 2 and reason.startswith("unparsable time 'xxx")
+    # 'unparsable time ' + the 70,000 x quoted: 70,018 characters, cut to 400.
+    assert reason.endswith("... (70,018 characters)") and len(reason) <= 400
+    assert q(store_dir, "SELECT util FROM cpu_util") == [(5.0,)]

@@ -286,11 +286,14 @@ def _ints(col: pa.Array, bound: Bound, missing: int = 0) -> tuple[np.ndarray, np
     and where they lie outside ``bound`` (those values are 0; ``missing`` is not outside).
     Numbers too long for int64 are never cast."""
     filled = pc.if_else(pc.equal(col, ""), str(missing), col)
-    long = pc.greater(pc.utf8_length(filled), 15).to_numpy(zero_copy_only=False)
-    if long.any():
+    try:
+        vals = pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False)
+        long = np.zeros(len(vals), dtype=bool)
+    except pa.ArrowInvalid:  # a number beyond int64: rare, so checked only then
+        long = pc.greater(pc.utf8_length(filled), 15).to_numpy(zero_copy_only=False)
         filled = pc.if_else(pa.array(long), "0", filled)
-    vals = pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False)
-    out = long | ~(bound.mask(vals) | (vals == missing))
+        vals = pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False)
+    out = long | ~((vals >= bound.lo) & (vals <= bound.hi) | (vals == missing))
     return np.where(out, 0, vals), out
 
 

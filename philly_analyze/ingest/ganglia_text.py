@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from philly_analyze.bounds import TIME, excerpt
+from philly_analyze.bounds import TIME, excerpt, json_int
 from philly_analyze.errors import InputFormatError
 from philly_analyze.ingest.formats import IngestContext, csv_fields
 from philly_analyze.ingest.ganglia_samples import TIME_RANGE, US, ReadStats, Sink, parse_number
@@ -69,9 +69,7 @@ def to_epoch_us(texts: list[str], tz: str) -> tuple[np.ndarray, np.ndarray]:
         idx = np.flatnonzero(kinds == kind)
         if not len(idx):
             continue
-        parsed = pd.to_datetime(
-            pd.Series([texts[i] for i in idx]), errors="coerce", utc=kind == 1, format="ISO8601"
-        )
+        parsed = _iso_times([texts[i] for i in idx], utc=kind == 1)
         if kind == 1:
             us = parsed.dt.tz_convert(None).to_numpy(dtype="datetime64[us]")
         else:
@@ -82,13 +80,33 @@ def to_epoch_us(texts: list[str], tz: str) -> tuple[np.ndarray, np.ndarray]:
     return out, bad
 
 
+def _iso_times(texts: list[str], utc: bool) -> pd.Series:
+    """ISO 8601 texts -> datetimes (NaT where unparsable). pandas refuses a whole list for
+    one odd value (mixed offsets, a year it cannot hold): then each is read on its own."""
+    try:
+        return pd.to_datetime(pd.Series(texts), errors="coerce", utc=utc, format="ISO8601")
+    except (ValueError, OverflowError):
+        return pd.Series(
+            [_iso_time(t, utc) for t in texts],
+            dtype="datetime64[us, UTC]" if utc else "datetime64[us]",
+        )
+
+
+def _iso_time(text: str, utc: bool) -> pd.Timestamp:
+    try:
+        t = pd.to_datetime(text, errors="coerce", utc=utc, format="ISO8601")
+    except (ValueError, OverflowError):
+        return pd.NaT
+    return pd.NaT if (not utc and t is not pd.NaT and t.tzinfo is not None) else t
+
+
 def _time_kind(t: str) -> int:
     """0 epoch seconds, 1 ISO with offset, 2 zone-less ISO, 3 neither. Character tests first:
     a regex per row costs more than the rest of the row's parsing."""
     if len(t) >= 19 and t[4] == "-" and t[10] in "T ":
         if t[-1] == "Z" or (t[-6] in "+-" and t[-3] == ":") or _OFFSET_RE.search(t):
             return 1
-        return 2 if _ISO_RE.match(t) else 3
+        return 2 if _ISO_RE.fullmatch(t) else 3
     return 0 if _EPOCH_RE.match(t) else 3
 
 
@@ -210,6 +228,7 @@ def read_ganglia_json(source: Source, sink: Sink, ctx: IngestContext, batch: Bat
         ts = np.array([_num_or_nan(p[1]) for p in points], dtype=np.float64)
         values = np.array([_num_or_nan(p[0]) for p in points], dtype=np.float64)
         ok = np.isfinite(ts)
+        st.rejected += int((~ok).sum())  # a point without a time
         h, m = str(host), str(metric)
         far = ok & ~TIME.mask_us(ts * US)
         sink.refuse(
@@ -240,11 +259,11 @@ _SINGLE_QUOTED = re.compile(r"'([^'\\]*)'")
 def load_lenient_json(text: str) -> Any:
     """JSON, or the pre-1.5 ``rrdtool xport --json`` dialect (bare keys, single quotes)."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=json_int)
     except json.JSONDecodeError:
         fixed = _SINGLE_QUOTED.sub(lambda m: json.dumps(m.group(1)), text)
         fixed = _BARE_KEY.sub(lambda m: f'{m.group(1)}"{m.group(2)}":', fixed)
-        return json.loads(fixed)
+        return json.loads(fixed, parse_int=json_int)
 
 
 def read_xport_json(source: Source, sink: Sink, ctx: IngestContext, names: Namer) -> ReadStats:
@@ -258,6 +277,8 @@ def read_xport_json(source: Source, sink: Sink, ctx: IngestContext, names: Namer
         raise InputFormatError(
             f"invalid JSON: {e.msg}", source=source.name, line=e.lineno
         ) from None
+    except RecursionError:
+        raise InputFormatError("JSON nested too deeply", source=source.name) from None
     meta = doc.get("meta") if isinstance(doc, dict) else None
     data = doc.get("data") if isinstance(doc, dict) else None
     if not isinstance(meta, dict) or not isinstance(data, list):

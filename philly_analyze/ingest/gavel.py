@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from philly_analyze.bounds import DURATION_S, JOB_GPUS, RELATIVE_S, TIME, excerpt
+from philly_analyze.bounds import DURATION_S, JOB_GPUS, RELATIVE_S, TIME, excerpt, json_int
 from philly_analyze.errors import InputFormatError
 from philly_analyze.ingest.formats import Format, IngestContext, SourceResult, first_line, register
 from philly_analyze.ingest.joblist import stem_of, write_jobs
@@ -121,13 +121,18 @@ def load_throughputs(data: Any, gpu: str, name: str) -> Throughputs:
     for key, val in data[gpu].items():
         try:
             job_type, scale = ast.literal_eval(key)
-        except (ValueError, SyntaxError, TypeError):
+            if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
+                raise ValueError
+            JOB_GPUS.check(scale)
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
             raise InputFormatError(
-                f"key {key[:80]!r} is not a ('job type', scale factor) pair", source=name
+                f"key {excerpt(key)} is not a ('job type', scale factor) pair with a scale "
+                f"factor of 1 to {int(JOB_GPUS.hi):,} GPUs",
+                source=name,
             ) from None
         alone = val.get("null") if isinstance(val, dict) else None
         if isinstance(alone, int | float) and 0 < alone < math.inf:
-            table[(str(job_type), int(scale))] = float(alone)
+            table[(str(job_type), scale)] = float(alone)
     return table
 
 
@@ -135,11 +140,13 @@ def _read_json(source: Source, tracker: Tracker | None) -> Any:
     with source.open(tracker) as f:
         try:
             # Undecodable bytes can only be inside strings (job type names): replaced, not fatal.
-            return json.loads(f.read().decode("utf-8", "replace"))
+            return json.loads(f.read().decode("utf-8", "replace"), parse_int=json_int)
         except json.JSONDecodeError as e:
             raise InputFormatError(
                 f"invalid JSON: {e.msg}", source=source.name, line=e.lineno
             ) from None
+        except RecursionError:
+            raise InputFormatError("JSON nested too deeply", source=source.name) from None
 
 
 @register

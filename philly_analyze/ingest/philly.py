@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from philly_analyze import schemas
-from philly_analyze.bounds import GPU_INDEX, GPU_MEM_GB, MACHINE_GPUS, TIME, excerpt
+from philly_analyze.bounds import GPU_INDEX, GPU_MEM_GB, MACHINE_GPUS, TIME, excerpt, json_int
 from philly_analyze.errors import InputFormatError
 from philly_analyze.ingest.csvcopy import CsvSpec, copy_csv, header_fields
 from philly_analyze.ingest.formats import (
@@ -137,7 +137,7 @@ def iter_json_array(source: Source, ctx: IngestContext) -> Iterator[tuple[int, A
 
     Raises ``InputFormatError`` with the line of the problem for a missing ``[``, a syntax
     error or a truncated array (elements before it have been yielded already)."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_int=json_int)
     with source.open(ctx.tracker) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
         buf = ""
@@ -561,8 +561,9 @@ class PhillyGpuUtil(_PhillyCsv):
     def spec(cls, head: bytes) -> CsvSpec:
         names, _ = header_fields(head)
         gpus = [n for n in names if re.fullmatch(r"gpu\d+_util", n)]
-        if len(gpus) != len(names) - 2:
-            raise InputFormatError(f"unexpected header {excerpt(','.join(names))}", line=1)
+        if len(gpus) != len(names) - 2 or len(set(gpus)) != len(gpus):
+            why = "unexpected" if len(set(gpus)) == len(gpus) else "a column repeated in the"
+            raise InputFormatError(f"{why} header {excerpt(','.join(names))}", line=1)
         cols = _csv_columns(
             head, ["time", "machine_id", *gpus], ["VARCHAR"] * 2 + ["FLOAT"] * len(gpus)
         )
