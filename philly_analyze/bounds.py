@@ -59,9 +59,13 @@ class Bound:
         """Why ``value`` (as read) is rejected."""
         return f"{self.what} {excerpt(value)} out of range ({self.range_text()})"
 
+    def ok(self, value: float) -> bool:
+        """Whether one number (an int of any size, a float; NaN is not) lies inside."""
+        return bool(self.lo <= value <= self.hi)
+
     def check(self, value: float, shown: Any = None) -> float:
         """``value`` if inside the bound (NaN never is), else ``OutOfRange``."""
-        if not self.lo <= value <= self.hi:
+        if not self.ok(value):
             raise OutOfRange(self.reason(value if shown is None else shown))
         return value
 

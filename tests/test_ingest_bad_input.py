@@ -30,13 +30,15 @@ def ok(r: Result) -> dict:
     return json.loads(r.stdout)
 
 
-def one_error_line(r: Result, name: Path, line: int) -> str:
-    """The single error line of a run that must exit 1, naming ``name`` and ``line``."""
+def one_error_line(r: Result, name: Path, line: int | None) -> str:
+    """The single error line of a run that must exit 1, naming ``name`` and ``line`` (None:
+    a problem of the whole document, such as a JSON object missing a key)."""
     assert r.exit_code == 1, r.output
     assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1, r.stderr
-    assert errors[0].startswith(f"error: {name}:{line}: "), errors[0]
+    where = f"{name}:{line}: " if line is not None else f"{name}: "
+    assert errors[0].startswith(f"error: {where}"), errors[0]
     return errors[0]
 
 
@@ -451,3 +453,38 @@ def test_reasons_quoting_a_long_line_are_cut(tmp_path: Path, store_dir: Path) ->
     # 'unparsable time ' + the 70,000 x quoted: 70,018 characters, cut to 400.
     assert reason.endswith("... (70,018 characters)") and len(reason) <= 400
     assert q(store_dir, "SELECT util FROM cpu_util") == [(5.0,)]
+
+
+def test_gavel_scale_factor_of_hundreds_of_digits(tmp_path: Path, store_dir: Path) -> None:
+    trace = tmp_path / "t.trace"
+    trace.write_text(
+        "A3C\tpython3 main.py\t--max_steps\t0\t1100\t0\t1\n"
+        f"A3C\tpython3 main.py\t--max_steps\t0\t1100\t0\t{'9' * 400}\n"  # OverflowError before
+    )
+    thr = tmp_path / "thr.json"
+    thr.write_text('{"v100": {"(\'A3C\', 1)": {"null": 11.0}}}')
+    out = ok(ingest(store_dir, trace, "--gavel-throughputs", thr))
+    assert out["rejected"] == 1
+    ((line, reason),) = rejects(store_dir)
+    assert line == 2 and reason.startswith("scale_factor: GPUs of a job '9999")
+    assert reason.endswith("... (400 characters) out of range (0 to 1,000,000)")
+    assert q(store_dir, "SELECT duration_s FROM attempts") == [(100.0,)]
+
+
+def test_json_numbers_of_thousands_of_digits(tmp_path: Path, store_dir: Path) -> None:
+    # A throughputs JSON and an rrdtool xport JSON: ValueError (int of > 4,300 digits) before.
+    trace = tmp_path / "t.trace"
+    trace.write_text("A3C\tpython3 main.py\t--max_steps\t0\t1100\t0\t1\n")
+    thr = tmp_path / "thr.json"
+    thr.write_text('{"v100": {"(\'A3C\', 1)": {"null": 11.0, "(\'B\', 1)": [' + "9" * 5000 + "]}}}")
+    ok(ingest(store_dir, trace, "--gavel-throughputs", thr))
+    assert q(store_dir, "SELECT duration_s FROM attempts") == [(100.0,)]
+    d = tmp_path / "m47"
+    d.mkdir()
+    xport = d / "xport.json"
+    xport.write_text(
+        '{"about": "RRDtool graph JSON output", "meta": {"start": ' + "9" * 5000 + ', "step": 60, '
+        '"legend": ["load_one"]}, "data": [[1.0]]}'
+    )
+    err = one_error_line(ingest(store_dir, xport, "--input-format", "rrdtool_xport"), xport, None)
+    assert err.endswith("rrdtool xport JSON without integer meta.start/step")

@@ -107,7 +107,7 @@ class SampleSink:
         ok = self._metric_ok.get(metric)
         if ok is None:
             m = re.match(metric_rules()["gpu_metric_regex"], metric)
-            ok = self._metric_ok[metric] = m is None or GPU_INDEX.mask(np.array([float(m[1])]))[0]
+            ok = self._metric_ok[metric] = m is None or GPU_INDEX.ok(float(m[1]))
         if not ok:
             self.refuse(host, metric, f"GPU index of the metric name out of range ({GPU_RANGE})", n)
         return bool(ok)

@@ -101,9 +101,9 @@ def parse_line(line: str) -> TraceJob | str:
         return f"not a Gavel trace line ({len(f)} fields): {excerpt(str(e))}"
     if needs not in (0, 1) or scale < 1 or not (math.isfinite(steps) and steps >= 0):
         return "needs_data_dir must be 0 or 1, scale_factor >= 1, total_steps >= 0"
-    if not JOB_GPUS.mask(np.array([scale]))[0]:
+    if not JOB_GPUS.ok(scale):
         return f"scale_factor: {JOB_GPUS.reason(f[lay.scale_factor])}"
-    if not RELATIVE_S.mask(np.array([arrival]))[0]:
+    if not RELATIVE_S.ok(arrival):
         return f"arrival: {RELATIVE_S.reason(f[lay.arrival_time])}"
     return TraceJob(f[0], steps, scale, arrival, weight != 1 or slo >= 0)
 
@@ -269,11 +269,7 @@ class _GavelSession:
     def _reject_durations(self, dur: list[float | None]) -> int:
         """Reject the jobs whose duration (steps / throughput) is beyond ``bounds.DURATION_S``
         (1e23 steps, a throughput of 1e-20): dropped from the session's lists and ``dur``."""
-        bad = [
-            i
-            for i, d in enumerate(dur)
-            if d is not None and not DURATION_S.lo <= d <= DURATION_S.hi
-        ]
+        bad = [i for i, d in enumerate(dur) if d is not None and not DURATION_S.ok(d)]
         for i in bad:
             name, line_no = self.where[i]
             steps = self.jobs[i].total_steps
