@@ -20,7 +20,9 @@ RM = "org.apache.hadoop.yarn.server.resourcemanager"
 
 
 def ingest(store: Path, *args: str | Path) -> Result:
-    return CliRunner().invoke(main, ["ingest", *map(str, args), "--store", str(store), "--json"])
+    return CliRunner().invoke(
+        main, ["ingest", *map(str, args), "--store", str(store), "--format", "json"]
+    )
 
 
 def ok(r: Result) -> dict:
@@ -488,3 +490,41 @@ def test_json_numbers_of_thousands_of_digits(tmp_path: Path, store_dir: Path) ->
     )
     err = one_error_line(ingest(store_dir, xport, "--input-format", "rrdtool_xport"), xport, None)
     assert err.endswith("rrdtool xport JSON without integer meta.start/step")
+
+
+def test_a_group_that_cannot_be_assembled_does_not_lose_the_others(
+    tmp_path: Path, store_dir: Path
+) -> None:
+    # Gavel traces without a throughputs JSON cannot be assembled; the YARN log given with
+    # them was lost too (the error left ingest before the YARN group was assembled).
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.trace").write_text("A3C\tpython3 main.py\t--max_steps\t0\t1100\t0\t1\n")
+    app = "application_1637633166384_0001"
+    (d / "yarn-rm.log").write_text(
+        _rm(
+            "2021-11-23 10:00:00,000", f"rmapp.RMAppImpl: {app} State change from NEW to NEW_SAVING"
+        )
+        + "\n"
+    )
+    r = ingest(store_dir, d)
+    assert r.exit_code == 1
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert errors == [
+        "error: gavel_trace: Gavel traces need a Gavel throughputs JSON for durations "
+        "(gavel_simulation_throughputs.json): give --gavel-throughputs FILE or name it in the "
+        "same ingest command"
+    ]
+    assert q(store_dir, "SELECT job_id FROM jobs") == [(app,)]
+    assert q(store_dir, "SELECT count(*) FROM ingest_log WHERE source LIKE '%.trace'") == [(0,)]
+
+
+def test_ganglia_json_time_of_hundreds_of_digits(tmp_path: Path, store_dir: Path) -> None:
+    f = tmp_path / "graph.json"
+    points = [[10, 1507014495], [30, int("9" * 400)]]  # OverflowError (int to float) before
+    f.write_text(
+        json.dumps([{"host_name": "m47", "metric_name": "gpu0_util", "datapoints": points}])
+    )
+    out = ok(ingest(store_dir, f))
+    assert out["rejected"] == 1  # the point without a usable time
+    assert q(store_dir, "SELECT util FROM gpu_util") == [(10.0,)]

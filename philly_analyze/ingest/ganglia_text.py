@@ -246,7 +246,10 @@ def _num_or_nan(v: Any) -> float:
     if isinstance(v, bool) or v is None:
         return float("nan")
     if isinstance(v, int | float):
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:  # an int of hundreds of digits: beyond every bound
+            return float("inf")
     x = parse_number(str(v))
     return float("nan") if x is None else x
 
