@@ -272,8 +272,10 @@ class _YarnSession:
         far = ~bad & np.where(exact, ~TIME.mask_us(exact_us), ~TIME.mask(naive))
         rejected = 0
         for i in np.flatnonzero(bad | far):
-            text = chunk.times[i] if not exact[i] else f"{chunk.exact[i]} us (TS)"
-            why = TIME.reason(text) if far[i] else f"unparsable time {excerpt(text)}"
+            if not far[i]:
+                why = f"unparsable time {excerpt(chunk.times[i])}"
+            else:
+                why = TIME.reason(f"{chunk.exact[i]} us (TS)" if exact[i] else chunk.times[i])
             self.batch.reject(source.name, chunk.line_no[i], why, chunk.raw[i])
             rejected += 1
         bad |= far
