@@ -30,8 +30,28 @@ class UserError(Exception):
         return where + self.message
 
 
+#: Longest message of an ``InputFormatError`` (and reason of a ``rejects`` row): its text may
+#: quote the file (a header, a DuckDB error echoing a line), which must not print 64 KB.
+MAX_INPUT_MESSAGE = 400
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(text: str, limit: int = MAX_INPUT_MESSAGE) -> str:
+    """``text`` on one line (control characters, newlines included, escaped) of at most about
+    ``limit`` characters (the cut says how long it was)."""
+    text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    if len(text) > limit:
+        text = text[: limit - 30] + f"... ({len(text):,} characters)"
+    return text
+
+
 class InputFormatError(UserError):
-    """A source file is malformed beyond a few bad rows (truncated, binary, empty...)."""
+    """A source file is malformed beyond a few bad rows (truncated, binary, empty...).
+
+    Its message is ``one_line``, whatever of the file it quotes."""
+
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None):
+        super().__init__(one_line(message), source=source, line=line)
 
 
 class UnreadableInputError(InputFormatError):

@@ -57,7 +57,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from philly_analyze import artifacts, querystop, schemas
-from philly_analyze.errors import StoreError, io_failure, unwritable
+from philly_analyze.errors import StoreError, io_failure, one_line, unwritable
 
 STORE_VERSION = 1
 #: Bump when the SQL of the views changes: a store whose views were made by another version
@@ -205,12 +205,13 @@ class Batch:
             self.artifacts.append(name)
 
     def reject(self, source: str, line_no: int | None, reason: str, raw: str | None) -> None:
-        """Record one bad input row; written to the ``rejects`` table at commit."""
+        """Record one bad input row; written to the ``rejects`` table at commit. The reason is
+        kept to one short line (it may quote the file)."""
         self._rejects.append(
             {
                 "source": source,
                 "line_no": line_no,
-                "reason": reason,
+                "reason": one_line(reason),
                 "raw": None if raw is None else raw[:1000],
             }
         )

@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import pandas as pd
 
+from philly_analyze.bounds import RELATIVE_S, TIME
 from philly_analyze.errors import UserError
 
 DEFAULT_TIMEZONE = "America/Los_Angeles"
@@ -32,7 +33,7 @@ DEFAULT_TIMEZONE = "America/Los_Angeles"
 #: span (2017-08-07 to 2017-12-22), so such jobs sort among Philly's. ``--origin`` changes it.
 DEFAULT_ORIGIN = datetime(2017, 10, 1, tzinfo=UTC)
 #: Relative times beyond this many seconds (about 317 years) are refused as out of range.
-MAX_RELATIVE_S = 1e10
+MAX_RELATIVE_S = RELATIVE_S.hi
 
 #: Fixed offsets of the zone abbreviations found in the Philly utilization files (hours east).
 ZONE_ABBREVIATIONS: dict[str, int] = {"PDT": -7, "PST": -8, "UTC": 0, "GMT": 0}
@@ -63,8 +64,14 @@ def localize_naive(naive: np.ndarray, tz: str) -> tuple[np.ndarray, np.ndarray]:
 
     Returns ``(utc, ambiguous)``: ambiguous fall-back times are resolved to the first
     occurrence and flagged in the mask so a caller can choose the second (+ the DST offset)
-    instead; nonexistent spring-forward times are shifted forward. NaT stays NaT."""
-    idx = pd.DatetimeIndex(np.asarray(naive, dtype="datetime64[us]"))
+    instead; nonexistent spring-forward times are shifted forward. NaT stays NaT, and so
+    does a time outside ``bounds.TIME`` (year 9999 fails the zone conversion): callers reject
+    those first (``bounds.TIME.mask``), so none is lost silently."""
+    values = np.asarray(naive, dtype="datetime64[us]")
+    inside = TIME.mask(values)
+    if not inside.all():
+        values = np.where(inside, values, np.datetime64("NaT", "us"))
+    idx = pd.DatetimeIndex(values)
     if tz == "UTC":
         return np.array(idx.to_numpy(dtype="datetime64[us]")), np.zeros(len(idx), dtype=bool)
     probe = idx.tz_localize(tz, ambiguous="NaT", nonexistent="shift_forward")

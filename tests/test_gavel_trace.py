@@ -149,8 +149,8 @@ def test_nine_field_layout_and_bad_lines(tmp_path: Path) -> None:
         rej = st.con.execute("SELECT line_no, reason FROM rejects ORDER BY 1").fetchall()
     assert rej == [
         (3, "expected 7, 9 or 10 tab-separated fields (Gavel traces), found 5"),
-        (4, "scale_factor 99999999999 is more GPUs than any cluster has"),
-        (5, "arrival time '1e300' is out of range"),
+        (4, "scale_factor: GPUs of a job '99999999999' out of range (0 to 1,000,000)"),
+        (5, "arrival: relative time (s) '1e300' out of range (-1e10 to 1e10)"),
     ]
 
 

@@ -87,8 +87,8 @@ def test_submit_seconds_from_an_origin(tmp_path: Path) -> None:
     assert got == [("a", t0 + 250_000, 90.0, 2), ("b", t0 + 3_600_000_001, 30.0, 1)]
     assert rej == [
         (4, "bad row: submit time 'soon' is not a number of seconds"),
-        (5, "bad row: submit time '1e300' is out of range"),
-        (6, "bad row: duration '1' or GPUs '1e12' is not a number >= 0"),
+        (5, "bad row: submit time: relative time (s) '1e300' out of range (-1e10 to 1e10)"),
+        (6, "bad row: GPUs of a job '1e12' out of range (0 to 1,000,000)"),
     ]
     assert (
         "job_list_csv: arrivals.csv: 'submit_time_s' counted from 2017-11-01T15:00:00+00:00 "

@@ -84,10 +84,10 @@ class CsvSpec:
 def header_fields(head: bytes) -> tuple[list[str], int | None]:
     """Header names (stripped) and the field count of the first data row (None if no row)."""
     text = head.decode("utf-8", "replace")
-    lines = text.split("\n")
-    header = [h.strip() for h in lines[0].rstrip("\r").split(",")]
+    lines = re.split(r"\r\n|\r|\n", text)  # CR alone ends lines too (old Mac files)
+    header = [h.strip() for h in lines[0].split(",")]
     data = next((ln for ln in lines[1:-1] if ln.strip()), None)
-    return header, (None if data is None else len(data.rstrip("\r").split(",")))
+    return header, (None if data is None else len(data.split(",")))
 
 
 def copy_csv(

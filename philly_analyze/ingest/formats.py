@@ -19,7 +19,9 @@ Detection order is registration order, so specific formats register before gener
 
 from __future__ import annotations
 
+import csv
 import importlib
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -91,6 +93,30 @@ class Format:
 
     def session(self, batch: Batch, ctx: IngestContext) -> Session:
         raise NotImplementedError
+
+
+#: A line ending: CRLF, LF, or CR alone (old Mac files; ``Source.text_lines`` splits the same).
+LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def head_lines(head: bytes) -> list[str]:
+    """The lines of a head (decoded, bad bytes replaced), split at any line ending as
+    ``Source.text_lines`` reads them; the last one may be cut."""
+    return LINE_END.split(head.decode("utf-8", "replace"))
+
+
+def first_line(head: bytes) -> str:
+    """The first line of a head, stripped."""
+    return LINE_END.split(head.decode("utf-8", "replace"), maxsplit=1)[0].strip()
+
+
+def csv_fields(line: str, **options: object) -> list[str]:
+    """The fields of one CSV line; ``ValueError`` (a rejected row, not a traceback) for what
+    Python's csv module refuses: a field over its 128 KB limit, a NUL or a stray line end."""
+    try:
+        return next(csv.reader([line], **options), [])  # type: ignore[arg-type]
+    except csv.Error as e:
+        raise ValueError(f"unreadable CSV line: {e}") from None
 
 
 FORMATS: list[Format] = []

@@ -143,6 +143,8 @@ class _Session:
     small: list[_Pending] = field(default_factory=list)
     small_bytes: int = 0
     deferred_rows: int = 0
+    #: Progress lines of small files rejected at their (deferred) scan.
+    deferred_rejects: int = 0
     out: list[pa.Table] = field(default_factory=list)
     out_rows: int = 0
     how: Counter[str] = field(default_factory=Counter)
@@ -178,7 +180,7 @@ class _Session:
                     # Small file (most are): scanned later with others, one RE2 pass per batch.
                     self._add_small(source.name, key, b"".join(parts))
                     return SourceResult({}, 0, provided)
-                n = self._stream(source.name, key, ev, raw, b"".join(parts))
+                n, rejected = self._stream(source.name, key, ev, raw, b"".join(parts))
         except (UnreadableInputError, *READ_ERRORS) as e:
             # Corrupt compressed data: keep what was read (the pipeline rejects the rest).
             if parts and sum(map(len, parts)) <= SMALL_FILE_BYTES:
@@ -186,7 +188,7 @@ class _Session:
                 self._add_small(source.name, key, data[: data.rfind(b"\n") + 1])
             cause = e.__cause__ or e
             raise InputFormatError(f"cannot read further: {cause}", source=source.name) from None
-        return SourceResult({"epochs": n} if n else {}, 0, provided)
+        return SourceResult({"epochs": n} if n else {}, rejected, provided)
 
     def _claim(self, found: AttemptId, scope: str, name: str) -> AttemptId | str:
         """A job keyed by a file or folder name, unless files of another folder already have
@@ -226,6 +228,9 @@ class _Session:
                 if own is not None:
                     self.evidence[f.key].add(f.name, 1 - lo, lines, own)
         cols = progress.finish(self.ctx.timezone, starts)
+        for f, line_no, why in progress.rejected:
+            self.batch.reject(files[f].name, line_no, why, None)
+        self.deferred_rejects += len(progress.rejected)
         if cols is not None:
             # Rows come grouped by file (in line order): one slice per file.
             file_of = cols.pop("file")
@@ -236,18 +241,23 @@ class _Session:
                 part = {k: v[lo:hi] for k, v in cols.items()}
                 self.deferred_rows += self._add_epochs(files[int(file_of[lo])].key, part)
 
-    def _stream(self, name: str, key: AttemptKey, ev: Evidence, raw: BinaryIO, head: bytes) -> int:
-        """Read a large file chunk by chunk; its epochs rows (returned count) are final."""
+    def _stream(
+        self, name: str, key: AttemptKey, ev: Evidence, raw: BinaryIO, head: bytes
+    ) -> tuple[int, int]:
+        """Read a large file chunk by chunk; its epochs rows are final. Returns (rows,
+        rejected progress lines)."""
         progress = ProgressRows()
         for first, lines in line_arrays(raw, CHUNK_BYTES, initial=head):
             hits = self._scan(lines, first, progress)
             if hits is not None:
                 ev.add(name, first, lines, hits)
         cols = progress.finish(self.ctx.timezone)
+        for _, line_no, why in progress.rejected:
+            self.batch.reject(name, line_no, why, None)
         if cols is None:
-            return 0
+            return 0, len(progress.rejected)
         cols.pop("file")
-        return self._add_epochs(key, cols)
+        return self._add_epochs(key, cols), len(progress.rejected)
 
     def _scan(
         self, lines: pa.Array, first_line_no: int, progress: ProgressRows
@@ -310,6 +320,8 @@ class _Session:
         extra: dict[str, int] = {}
         if self.deferred_rows:
             extra["epochs"] = self.deferred_rows
+        if self.deferred_rejects:
+            extra["rejects"] = self.deferred_rejects
         n = self._write_failures()
         if n:
             extra["failures"] = n

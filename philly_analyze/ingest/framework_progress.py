@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from philly_analyze.bounds import RANK, STEP, TIME, Bound
 from philly_analyze.schemas import UTC_TS
 from philly_analyze.timeutil import localize_naive
 
@@ -55,6 +56,13 @@ HEAD = (
     r"|\[?(?P<t_iso>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](?P<t_frac>\d{1,6}))?)?"
 )
 UNITS = ("epoch", "step")
+#: Why a progress line is rejected, by the code in its ``bad`` column (0: not rejected).
+BAD_REASONS = (
+    "",
+    f"progress line: {STEP.what} out of range ({STEP.range_text()})",
+    f"progress line: {RANK.what} out of range ({RANK.range_text()})",
+    f"progress line: time out of range ({TIME.range_text()})",
+)
 
 
 @dataclass(frozen=True)
@@ -162,9 +170,12 @@ def line_arrays(
 
 @dataclass
 class ProgressRows:
-    """Progress lines of one file, accumulated chunk by chunk (numpy columns)."""
+    """Progress lines of one file, accumulated chunk by chunk (numpy columns). Lines whose
+    counters, rank or time lie outside ``bounds`` are not rows: ``finish`` lists them in
+    ``rejected`` as (file, line, reason)."""
 
     parts: list[dict[str, np.ndarray]] = field(default_factory=list)
+    rejected: list[tuple[int, int, str]] = field(default_factory=list)
 
     def add(self, lines: pa.Array, line_nos: np.ndarray) -> None:
         """Extract every progress line of one chunk; ``line_nos[i]`` is the line number of
@@ -190,17 +201,9 @@ class ProgressRows:
             sel = pa.array(np.flatnonzero(ok))
             ext = ext.take(sel)
             head = pc.extract_regex(sub.take(sel), HEAD)
-            names = {f.name for f in ext.type}
-            epoch = _ints(ext.field("epoch"))
-            if "iters" in names:
-                epoch = epoch * _ints(ext.field("iters")) + _ints(ext.field("iter"))
-            rank = np.full(len(epoch), -1, dtype=np.int64)
-            sources = [head.field(n) for n in ("r_mpi", "r_ompi", "r_hvd", "r_elastic")]
-            if "rank" in names:
-                sources.append(ext.field("rank"))
-            for col in sources:
-                vals = _ints(col, missing=-1)
-                rank = np.where(rank < 0, vals, rank)
+            epoch, bad = _counters(ext, {f.name for f in ext.type})
+            rank, bad_rank = _rank(head, ext)
+            bad = np.where(bad, 1, np.where(bad_rank, 2, 0)).astype(np.int8)
             self.parts.append(
                 {
                     "line_no": line_nos[cand[ok]],
@@ -211,6 +214,7 @@ class ProgressRows:
                     "t_us": head.field("t_us"),
                     "t_iso": head.field("t_iso"),
                     "t_frac": head.field("t_frac"),
+                    "bad": bad,
                 }
             )
 
@@ -234,6 +238,9 @@ class ProgressRows:
             cols["file"] = np.searchsorted(file_starts, idx, side="right") - 1
             cols["line_no"] = idx - file_starts[cols["file"]] + 1
         rows = np.lexsort((cols["line_no"], cols["file"]))  # file, then line order
+        rows = self._reject(rows, cols["bad"][rows], cols)
+        if not len(rows):
+            return None
         file, rank = cols["file"][rows], cols["rank"][rows]
         # Lowest rank of each file.
         new_file = np.r_[True, file[1:] != file[:-1]]
@@ -252,25 +259,77 @@ class ProgressRows:
             | (cols["epoch"][k][1:] != cols["epoch"][k][:-1]),
         ]
         rows = rows[np.sort(by_key[head])]
-        out = {c: cols[c][rows] for c in ("file", "line_no", "unit", "epoch", "loss")}
         take = pa.array(rows)
-        out["time"] = _times(*(stamps[c].take(take) for c in STAMPS), timezone)
-        return out
+        times, far = _times(*(stamps[c].take(take) for c in STAMPS), timezone)
+        rows = self._reject(rows, np.where(far, 3, 0), cols)
+        out = {c: cols[c][rows] for c in ("file", "line_no", "unit", "epoch", "loss")}
+        out["time"] = times.filter(pa.array(~far)) if far.any() else times
+        return out if len(rows) else None
+
+    def _reject(self, rows: np.ndarray, bad: np.ndarray, cols: dict[str, np.ndarray]) -> np.ndarray:
+        """``rows`` without the ones whose ``bad`` code is set (listed in ``rejected``)."""
+        hit = np.flatnonzero(bad)
+        for i in hit.tolist():
+            r = rows[i]
+            self.rejected.append(
+                (int(cols["file"][r]), int(cols["line_no"][r]), BAD_REASONS[bad[i]])
+            )
+        return np.delete(rows, hit) if len(hit) else rows
 
 
-NUMERIC = ("line_no", "unit", "epoch", "loss", "rank")
+NUMERIC = ("line_no", "unit", "epoch", "loss", "rank", "bad")
 STAMPS = ("t_us", "t_iso", "t_frac")
 
 
-def _ints(col: pa.Array, missing: int = 0) -> np.ndarray:
-    """Digits-only strings -> int64 ('' for a group that did not take part -> ``missing``)."""
+def _ints(col: pa.Array, bound: Bound, missing: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Digits-only strings -> int64 ('' for a group that did not take part -> ``missing``),
+    and where they lie outside ``bound`` (those values are 0; ``missing`` is not outside).
+    Numbers too long for int64 are never cast."""
     filled = pc.if_else(pc.equal(col, ""), str(missing), col)
-    return pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False)
+    try:
+        vals = pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False)
+        long = np.zeros(len(vals), dtype=bool)
+    except pa.ArrowInvalid:  # a number beyond int64: rare, so checked only then
+        long = pc.greater(pc.utf8_length(filled), 15).to_numpy(zero_copy_only=False)
+        filled = pc.if_else(pa.array(long), "0", filled)
+        vals = pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False)
+    out = long | ~((vals >= bound.lo) & (vals <= bound.hi) | (vals == missing))
+    return np.where(out, 0, vals), out
 
 
-def _times(t_us: pa.Array, t_iso: pa.Array, t_frac: pa.Array, tz: str) -> pa.Array:
+def _counters(ext: pa.StructArray, names: set[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The epoch or step of each progress line (PyTorch: epoch x iterations + iteration),
+    and which lie outside ``bounds.STEP``."""
+    epoch, bad = _ints(ext.field("epoch"), STEP)
+    if "iters" in names:
+        iters, bad_n = _ints(ext.field("iters"), STEP)
+        it, bad_i = _ints(ext.field("iter"), STEP)
+        step = epoch.astype(np.float64) * iters + it
+        bad = bad | bad_n | bad_i | ~STEP.mask(step)
+        epoch = np.where(bad, 0, epoch * iters + it)
+    return epoch, bad
+
+
+def _rank(head: pa.StructArray, ext: pa.StructArray) -> tuple[np.ndarray, np.ndarray]:
+    """The rank of each progress line (-1: untagged), and which lie outside ``bounds.RANK``."""
+    rank = np.full(len(ext), -1, dtype=np.int64)
+    bad = np.zeros(len(ext), dtype=bool)
+    sources = [head.field(n) for n in ("r_mpi", "r_ompi", "r_hvd", "r_elastic")]
+    if "rank" in {f.name for f in ext.type}:
+        sources.append(ext.field("rank"))
+    for col in sources:
+        vals, out = _ints(col, RANK, missing=-1)
+        bad |= out
+        rank = np.where(rank < 0, np.where(out, -1, vals), rank)
+    return rank, bad
+
+
+def _times(
+    t_us: pa.Array, t_iso: pa.Array, t_frac: pa.Array, tz: str
+) -> tuple[pa.Array, np.ndarray]:
     """Line time stamps (wall-clock in ``tz``) -> UTC timestamps; NULL where none ('' = no
-    stamp: the regex group did not take part)."""
+    stamp: the regex group did not take part). Also which stamps lie outside ``bounds.TIME``
+    (NULL in the result: the caller rejects those lines)."""
     naive = np.full(len(t_us), np.datetime64("NaT"), dtype="datetime64[us]")
     if pc.any(pc.not_equal(t_us, "")).as_py():
         parsed = pc.strptime(t_us, format="%m/%d/%Y %H:%M:%S", unit="us", error_is_null=True)
@@ -287,8 +346,9 @@ def _times(t_us: pa.Array, t_iso: pa.Array, t_frac: pa.Array, tz: str) -> pa.Arr
         micros = pc.cast(frac, pa.int64()).to_numpy(zero_copy_only=False)
         stamped = parsed.to_numpy(zero_copy_only=False) + micros.astype("timedelta64[us]")
         naive = _fill(naive, stamped)
+    far = ~np.isnat(naive) & ~TIME.mask(naive)
     utc, _ = localize_naive(naive, tz)
-    return pa.array(utc, pa.timestamp("us")).cast(UTC_TS)
+    return pa.array(utc, pa.timestamp("us")).cast(UTC_TS), far
 
 
 def _fill(current: np.ndarray, new: np.ndarray) -> np.ndarray:

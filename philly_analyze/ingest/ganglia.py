@@ -180,6 +180,10 @@ class _GangliaSession:
         self.sink.source_id = len(self.sources)
         self.sources.append(source.name)
         st = self.fmt.read(source, self.sink, self.ctx, self.batch)
+        for (host, metric, why), n in sorted(self.sink.take_refused().items()):
+            # One row per series and reason (no line: XML and JSON samples have none).
+            self.batch.reject(source.name, None, f"{n:,} samples of {host}/{metric}: {why}", None)
+            st.rejected += n
         if st.host_from:
             self.host_from[st.host_from] += 1
         self.strings += st.strings

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -21,6 +23,8 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from philly_analyze.bounds import GPU_INDEX, TIME
 
 US = 1_000_000
 CHUNK_SAMPLES = 250_000
@@ -60,11 +64,20 @@ class Sink(Protocol):
 
 class SampleSink:
     """Samples buffered in columns and appended to one Parquet file (bounded memory).
-    ``add`` takes one sample; ``add_many`` a whole series chunk as arrays (vectorised readers)."""
+    ``add`` takes one sample; ``add_many`` a whole series chunk as arrays (vectorised readers).
+
+    Samples outside the bounds (``bounds.TIME``; a ``gpu<i>_`` metric with ``i`` beyond
+    ``bounds.GPU_INDEX``) are refused, counted by series and reason in ``refused`` (the session
+    turns them into ``rejects``), never written: a TN of 10^23 s would overflow the int64
+    times, a GPU index of 10^5 the store's SMALLINT."""
 
     def __init__(self, path: Path):
         self.path = path
         self.count = 0
+        #: (host, metric, reason) -> samples refused, since the last ``take_refused``.
+        self.refused: Counter[tuple[str, str, str]] = Counter()
+        self._metric_ok: dict[str, bool] = {}
+        self._lo, self._hi = TIME.lo_us, TIME.hi_us
         #: Set by the session before each source is read.
         self.source_id = 0
         self._writer: pq.ParquetWriter | None = None
@@ -79,7 +92,33 @@ class SampleSink:
         self._tables: list[pa.Table] = []
         self._pending = 0
 
-    def add(self, host: str, metric: str, t0_us: int, t1_us: int, value: float) -> None:
+    def refuse(self, host: str, metric: str, reason: str, n: int = 1) -> None:
+        """Count ``n`` samples of a series not taken, and why."""
+        if n:
+            self.refused[(host, metric, reason)] += n
+
+    def take_refused(self) -> Counter[tuple[str, str, str]]:
+        """The refused samples counted since the last call (one source's)."""
+        out, self.refused = self.refused, Counter()
+        return out
+
+    def metric_ok(self, host: str, metric: str, n: int = 1) -> bool:
+        """Whether a metric's name is within bounds (refusing its ``n`` samples if not)."""
+        ok = self._metric_ok.get(metric)
+        if ok is None:
+            m = re.match(metric_rules()["gpu_metric_regex"], metric)
+            ok = self._metric_ok[metric] = m is None or GPU_INDEX.ok(float(m[1]))
+        if not ok:
+            self.refuse(host, metric, f"GPU index of the metric name out of range ({GPU_RANGE})", n)
+        return bool(ok)
+
+    def add(self, host: str, metric: str, t0_us: int, t1_us: int, value: float) -> bool:
+        """Add one sample; False (refused, counted) when out of bounds."""
+        if not self._lo <= t0_us <= t1_us < self._hi:
+            self.refuse(host, metric, f"time out of range ({TIME_RANGE})")
+            return False
+        if not self.metric_ok(host, metric):
+            return False
         h, m, a, b, v, src = self._cols
         h.append(host)
         m.append(metric)
@@ -89,12 +128,19 @@ class SampleSink:
         src.append(self.source_id)
         if len(v) >= CHUNK_SAMPLES:
             self.flush()
+        return True
 
     def add_many(
         self, host: str, metric: str, t0_us: np.ndarray, t1_us: np.ndarray, values: np.ndarray
     ) -> int:
-        """Add the finite values of one series; returns how many were added."""
+        """Add the finite values of one series; returns how many were added (samples out of
+        bounds are refused and counted)."""
         keep = np.isfinite(values)
+        inside = TIME.mask_us(t0_us) & TIME.mask_us(t1_us) & (t0_us <= t1_us)
+        self.refuse(host, metric, f"time out of range ({TIME_RANGE})", int((keep & ~inside).sum()))
+        keep &= inside
+        if not self.metric_ok(host, metric, int(keep.sum())):
+            return 0
         n = int(keep.sum())
         if n:
             self._tables.append(
@@ -144,6 +190,10 @@ class SampleSink:
             return False
         self._writer.close()
         return True
+
+
+GPU_RANGE = f"0 to {int(GPU_INDEX.hi):,}"
+TIME_RANGE = f"{TIME.lo:%Y-%m-%d} to {TIME.hi:%Y-%m-%d}"
 
 
 @dataclass

@@ -18,7 +18,6 @@ series' timestamps (of the first ``STEP_PROBE`` rows).
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import re
@@ -29,9 +28,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from philly_analyze.bounds import TIME, excerpt, json_int
 from philly_analyze.errors import InputFormatError
-from philly_analyze.ingest.formats import IngestContext
-from philly_analyze.ingest.ganglia_samples import US, ReadStats, Sink, parse_number
+from philly_analyze.ingest.formats import IngestContext, csv_fields
+from philly_analyze.ingest.ganglia_samples import TIME_RANGE, US, ReadStats, Sink, parse_number
 from philly_analyze.ingest.philly import iter_json_array
 from philly_analyze.ingest.source import Source
 from philly_analyze.store import Batch
@@ -69,9 +69,7 @@ def to_epoch_us(texts: list[str], tz: str) -> tuple[np.ndarray, np.ndarray]:
         idx = np.flatnonzero(kinds == kind)
         if not len(idx):
             continue
-        parsed = pd.to_datetime(
-            pd.Series([texts[i] for i in idx]), errors="coerce", utc=kind == 1, format="ISO8601"
-        )
+        parsed = _iso_times([texts[i] for i in idx], utc=kind == 1)
         if kind == 1:
             us = parsed.dt.tz_convert(None).to_numpy(dtype="datetime64[us]")
         else:
@@ -82,13 +80,33 @@ def to_epoch_us(texts: list[str], tz: str) -> tuple[np.ndarray, np.ndarray]:
     return out, bad
 
 
+def _iso_times(texts: list[str], utc: bool) -> pd.Series:
+    """ISO 8601 texts -> datetimes (NaT where unparsable). pandas refuses a whole list for
+    one odd value (mixed offsets, a year it cannot hold): then each is read on its own."""
+    try:
+        return pd.to_datetime(pd.Series(texts), errors="coerce", utc=utc, format="ISO8601")
+    except (ValueError, OverflowError):
+        return pd.Series(
+            [_iso_time(t, utc) for t in texts],
+            dtype="datetime64[us, UTC]" if utc else "datetime64[us]",
+        )
+
+
+def _iso_time(text: str, utc: bool) -> pd.Timestamp:
+    try:
+        t = pd.to_datetime(text, errors="coerce", utc=utc, format="ISO8601")
+    except (ValueError, OverflowError):
+        return pd.NaT
+    return pd.NaT if (not utc and t is not pd.NaT and t.tzinfo is not None) else t
+
+
 def _time_kind(t: str) -> int:
     """0 epoch seconds, 1 ISO with offset, 2 zone-less ISO, 3 neither. Character tests first:
     a regex per row costs more than the rest of the row's parsing."""
     if len(t) >= 19 and t[4] == "-" and t[10] in "T ":
         if t[-1] == "Z" or (t[-6] in "+-" and t[-3] == ":") or _OFFSET_RE.search(t):
             return 1
-        return 2 if _ISO_RE.match(t) else 3
+        return 2 if _ISO_RE.fullmatch(t) else 3
     return 0 if _EPOCH_RE.match(t) else 3
 
 
@@ -117,7 +135,12 @@ def read_csv(
         if not line.strip():
             continue
         # ganglia-web prints numbers and ISO times, never quotes: split unless quoted.
-        fields = line.split(",") if '"' not in line else next(csv.reader([line]))
+        try:
+            fields = line.split(",") if '"' not in line else csv_fields(line)
+        except ValueError as e:
+            batch.reject(source.name, line_no, str(e), line)
+            st.rejected += 1
+            continue
         if header is None:
             header = [f.strip() for f in fields]
             if len(header) < 2 or header[0].lower() != "timestamp":
@@ -164,10 +187,13 @@ def _csv_flush(
     if not rows:
         return step
     t_us, bad = to_epoch_us([r[1] for r in rows], ctx.timezone)
-    for i in np.flatnonzero(bad):
+    far = ~bad & ~TIME.mask_us(t_us)
+    for i in np.flatnonzero(bad | far):
         line_no, t, cells = rows[i]
-        batch.reject(source.name, line_no, f"unparsable time {t!r}", ",".join([t, *cells]))
+        why = TIME.reason(t) if far[i] else f"unparsable time {excerpt(t)}"
+        batch.reject(source.name, line_no, why, ",".join([t, *cells]))
         st.rejected += 1
+    bad |= far
     good = np.flatnonzero(~bad)
     if step is None:
         step = infer_step(t_us[good]) or 0
@@ -202,10 +228,16 @@ def read_ganglia_json(source: Source, sink: Sink, ctx: IngestContext, batch: Bat
         ts = np.array([_num_or_nan(p[1]) for p in points], dtype=np.float64)
         values = np.array([_num_or_nan(p[0]) for p in points], dtype=np.float64)
         ok = np.isfinite(ts)
+        st.rejected += int((~ok).sum())  # a point without a time
+        h, m = str(host), str(metric)
+        far = ok & ~TIME.mask_us(ts * US)
+        sink.refuse(
+            h, m, f"time out of range ({TIME_RANGE})", int((far & np.isfinite(values)).sum())
+        )
+        ok &= ~far
         t1 = np.round(ts[ok] * US).astype(np.int64)
         step = infer_step(t1) or 0
         st.steps.add(step // US)
-        h, m = str(host), str(metric)
         st.took(h, m, sink.add_many(h, m, t1 - step, t1, values[ok]))
     return st
 
@@ -214,7 +246,10 @@ def _num_or_nan(v: Any) -> float:
     if isinstance(v, bool) or v is None:
         return float("nan")
     if isinstance(v, int | float):
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:  # an int of hundreds of digits: beyond every bound
+            return float("inf")
     x = parse_number(str(v))
     return float("nan") if x is None else x
 
@@ -227,11 +262,11 @@ _SINGLE_QUOTED = re.compile(r"'([^'\\]*)'")
 def load_lenient_json(text: str) -> Any:
     """JSON, or the pre-1.5 ``rrdtool xport --json`` dialect (bare keys, single quotes)."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=json_int)
     except json.JSONDecodeError:
         fixed = _SINGLE_QUOTED.sub(lambda m: json.dumps(m.group(1)), text)
         fixed = _BARE_KEY.sub(lambda m: f'{m.group(1)}"{m.group(2)}":', fixed)
-        return json.loads(fixed)
+        return json.loads(fixed, parse_int=json_int)
 
 
 def read_xport_json(source: Source, sink: Sink, ctx: IngestContext, names: Namer) -> ReadStats:
@@ -245,6 +280,8 @@ def read_xport_json(source: Source, sink: Sink, ctx: IngestContext, names: Namer
         raise InputFormatError(
             f"invalid JSON: {e.msg}", source=source.name, line=e.lineno
         ) from None
+    except RecursionError:
+        raise InputFormatError("JSON nested too deeply", source=source.name) from None
     meta = doc.get("meta") if isinstance(doc, dict) else None
     data = doc.get("data") if isinstance(doc, dict) else None
     if not isinstance(meta, dict) or not isinstance(data, list):
@@ -259,7 +296,11 @@ def read_xport_json(source: Source, sink: Sink, ctx: IngestContext, names: Namer
     st.steps.add(step)
     for i, row in enumerate(_rows(data)):
         if len(row) == len(series) + 1:  # --showtime
-            t, values = int(_num_or_nan(row[0])), row[1:]
+            shown = _num_or_nan(row[0])
+            if not np.isfinite(shown):
+                st.rejected += 1
+                continue
+            t, values = int(shown), row[1:]
         elif len(row) == len(series):
             t, values = start + i * step, row
         else:
@@ -267,8 +308,7 @@ def read_xport_json(source: Source, sink: Sink, ctx: IngestContext, names: Namer
             continue
         for (h, m), v in zip(series, values, strict=True):
             x = _num_or_nan(v)
-            if np.isfinite(x):
-                sink.add(h, m, (t - step) * US, t * US, x)
+            if np.isfinite(x) and sink.add(h, m, (t - step) * US, t * US, x):
                 st.took(h, m)
     return st
 

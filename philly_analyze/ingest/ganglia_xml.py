@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from philly_analyze.bounds import excerpt
 from philly_analyze.errors import InputFormatError
 from philly_analyze.ingest.ganglia_samples import US, ReadStats, Sink, parse_number
 from philly_analyze.ingest.source import Source
@@ -101,7 +102,7 @@ def iter_xml(source: Source, tracker: Tracker) -> Iterator[tuple[str, Any]]:
             piece = piece[lt:]
             fed_any = True
         assert parser is not None
-        parser.feed(piece)
+        _feed(parser, piece, source, doc_line)
         events = parser.read_events()
         while True:
             try:
@@ -132,6 +133,26 @@ def _close(
         yield from parser.read_events()
     except ET.ParseError as e:
         raise _xml_error(source, e, doc_line, truncated=True) from None
+    except (LookupError, ValueError) as e:
+        raise _encoding_error(source, e, doc_line) from None
+
+
+def _feed(parser: ET.XMLPullParser, piece: bytes, source: Source, doc_line: int) -> None:
+    """Feed a piece of a document. Its XML declaration may name an encoding Python does not
+    know (``LookupError`` from the parser): the document cannot be decoded, one clear error."""
+    try:
+        parser.feed(piece)
+    except (LookupError, ValueError) as e:
+        raise _encoding_error(source, e, doc_line) from None
+
+
+def _encoding_error(source: Source, e: Exception, doc_line: int) -> InputFormatError:
+    return InputFormatError(
+        f"cannot decode the XML document: {excerpt(str(e))} (its declaration names an encoding "
+        "Python does not know: save it as UTF-8)",
+        source=source.name,
+        line=doc_line,
+    )
 
 
 def _xml_error(
@@ -192,8 +213,8 @@ def _gmond_metric(el: Any, host: str, ref: int | None, sink: Sink, st: ReadStats
             st.strings += 1
         return
     t = (ref - (_int(el.get("TN")) or 0)) * US
-    sink.add(host, name, t, t, value)
-    st.took(host, name)
+    if sink.add(host, name, t, t, value):
+        st.took(host, name)
 
 
 def _int(v: str | None) -> int | None:
@@ -232,8 +253,8 @@ def read_xport_xml(source: Source, sink: Sink, tracker: Tracker, names: Namer) -
             else:
                 for (h, m), v in zip(series, values, strict=True):
                     x = parse_number(v.text)
-                    if x is not None:
-                        sink.add(h, m, (t - step) * US, t * US, x)  # type: ignore[operator]
+                    t0 = (t - step) * US  # type: ignore[operator]
+                    if x is not None and sink.add(h, m, t0, t * US, x):
                         st.took(h, m)
             el.clear()
     return st
@@ -275,14 +296,20 @@ def read_dump(source: Source, sink: Sink, tracker: Tracker, names: Namer) -> Rea
             rras[-1].cf = text
         elif parent == "rra" and tag == "pdp_per_row":
             rras[-1].pdp_per_row = _int(text) or 1
-        elif tag == "row" and parent == "database":
+        elif tag == "row" and parent == "database" and rras:
             rras[-1].rows.append([parse_number(v.text) for v in el])
             el.clear()
-    if step is None or lastupdate is None:
-        raise InputFormatError("rrdtool dump without <step> or <lastupdate>", source=source.name)
+    if step is None or lastupdate is None or step <= 0:
+        raise InputFormatError(
+            "rrdtool dump without <step> (> 0) or <lastupdate>", source=source.name
+        )
     series = names(ds_names)
     covered_from: int | None = None
     for rra in sorted((r for r in rras if r.cf == "AVERAGE"), key=lambda r: r.pdp_per_row):
+        if rra.pdp_per_row < 1:
+            st.rejected += len(rra.rows)
+            st.notes.append(f"an AVERAGE archive with pdp_per_row {rra.pdp_per_row}: not read")
+            continue
         period = step * rra.pdp_per_row
         last_end = lastupdate - lastupdate % period
         n = len(rra.rows)
@@ -295,8 +322,7 @@ def read_dump(source: Source, sink: Sink, tracker: Tracker, names: Namer) -> Rea
                     continue
                 t1 = min(t1, covered_from)  # the finer archive has the rest of this row's span
             for (h, m), x in zip(series, row, strict=False):
-                if x is not None:
-                    sink.add(h, m, t0 * US, t1 * US, x)
+                if x is not None and sink.add(h, m, t0 * US, t1 * US, x):
                     st.took(h, m)
         first = last_end - n * period
         covered_from = first if covered_from is None else min(covered_from, first)

@@ -40,13 +40,13 @@ from typing import Any
 
 import numpy as np
 
+from philly_analyze.bounds import DURATION_S, JOB_GPUS, RELATIVE_S, TIME, excerpt, json_int
 from philly_analyze.errors import InputFormatError
-from philly_analyze.ingest.formats import Format, IngestContext, SourceResult, register
-from philly_analyze.ingest.joblist import MAX_GPUS, stem_of, write_jobs
+from philly_analyze.ingest.formats import Format, IngestContext, SourceResult, first_line, register
+from philly_analyze.ingest.joblist import stem_of, write_jobs
 from philly_analyze.ingest.source import Source, file_source
 from philly_analyze.progress import Tracker
 from philly_analyze.store import Batch
-from philly_analyze.timeutil import MAX_RELATIVE_S
 
 #: Start of Gavel's throughputs JSON: {"k80": {"('ResNet-18 (batch size 16)', 1)": ...
 _THROUGHPUTS_RE = re.compile(r'\s*\{\s*"(k80|p100|v100)[a-z_]*"\s*:\s*\{\s*"\(\'')
@@ -98,13 +98,13 @@ def parse_line(line: str) -> TraceJob | str:
         weight = 1.0 if lay.priority_weight is None else float(f[lay.priority_weight])
         slo = -1.0 if lay.slo is None else float(f[lay.slo])
     except ValueError as e:
-        return f"not a Gavel trace line ({len(f)} fields): {e}"
+        return f"not a Gavel trace line ({len(f)} fields): {excerpt(str(e))}"
     if needs not in (0, 1) or scale < 1 or not (math.isfinite(steps) and steps >= 0):
         return "needs_data_dir must be 0 or 1, scale_factor >= 1, total_steps >= 0"
-    if scale > MAX_GPUS:
-        return f"scale_factor {scale} is more GPUs than any cluster has"
-    if not abs(arrival) <= MAX_RELATIVE_S:
-        return f"arrival time {f[lay.arrival_time]!r} is out of range"
+    if not JOB_GPUS.ok(scale):
+        return f"scale_factor: {JOB_GPUS.reason(f[lay.scale_factor])}"
+    if not RELATIVE_S.ok(arrival):
+        return f"arrival: {RELATIVE_S.reason(f[lay.arrival_time])}"
     return TraceJob(f[0], steps, scale, arrival, weight != 1 or slo >= 0)
 
 
@@ -121,13 +121,18 @@ def load_throughputs(data: Any, gpu: str, name: str) -> Throughputs:
     for key, val in data[gpu].items():
         try:
             job_type, scale = ast.literal_eval(key)
-        except (ValueError, SyntaxError, TypeError):
+            if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
+                raise ValueError
+            JOB_GPUS.check(scale)
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
             raise InputFormatError(
-                f"key {key[:80]!r} is not a ('job type', scale factor) pair", source=name
+                f"key {excerpt(key)} is not a ('job type', scale factor) pair with a scale "
+                f"factor of 1 to {int(JOB_GPUS.hi):,} GPUs",
+                source=name,
             ) from None
         alone = val.get("null") if isinstance(val, dict) else None
-        if isinstance(alone, int | float) and alone > 0:
-            table[(str(job_type), int(scale))] = float(alone)
+        if isinstance(alone, int | float) and 0 < alone < math.inf:
+            table[(str(job_type), scale)] = float(alone)
     return table
 
 
@@ -135,11 +140,13 @@ def _read_json(source: Source, tracker: Tracker | None) -> Any:
     with source.open(tracker) as f:
         try:
             # Undecodable bytes can only be inside strings (job type names): replaced, not fatal.
-            return json.loads(f.read().decode("utf-8", "replace"))
+            return json.loads(f.read().decode("utf-8", "replace"), parse_int=json_int)
         except json.JSONDecodeError as e:
             raise InputFormatError(
                 f"invalid JSON: {e.msg}", source=source.name, line=e.lineno
             ) from None
+        except RecursionError:
+            raise InputFormatError("JSON nested too deeply", source=source.name) from None
 
 
 @register
@@ -152,7 +159,7 @@ class GavelTrace(Format):
         text = head[:4096].decode("utf-8", "replace")
         if text.lstrip().startswith("{"):
             return _THROUGHPUTS_RE.match(text) is not None
-        return isinstance(parse_line(text.split("\n", 1)[0]), TraceJob)
+        return isinstance(parse_line(first_line(head[:4096])), TraceJob)
 
     def session(self, batch: Batch, ctx: IngestContext) -> _GavelSession:
         return _GavelSession(batch, ctx)
@@ -165,6 +172,8 @@ class _GavelSession:
     ids: list[str] = field(default_factory=list)
     vcs: list[str] = field(default_factory=list)
     jobs: list[TraceJob] = field(default_factory=list)
+    #: (source, line) of each job, for the ones rejected when their duration is known.
+    where: list[tuple[str, int]] = field(default_factory=list)
     #: Throughputs JSON files among the ingested sources: (name, document).
     documents: list[tuple[str, Any]] = field(default_factory=list)
 
@@ -174,14 +183,18 @@ class _GavelSession:
             return SourceResult({}, 0, "throughputs for gavel_trace durations")
         stem = stem_of(source.name)
         rejected = 0
+        origin_us = self.ctx.origin.timestamp() * 1e6
         for line_no, line in source.text_lines(self.ctx.tracker):
             if not line.strip():
                 continue
             job = parse_line(line)
+            if isinstance(job, TraceJob) and not TIME.ok_us(origin_us + job.arrival_s * 1e6):
+                job = f"arrival {TIME.reason(job.arrival_s)} (counted from --origin)"
             if isinstance(job, str):
                 self.batch.reject(source.name, line_no, job, line)
                 rejected += 1
                 continue
+            self.where.append((source.name, line_no))
             self.ids.append(f"{stem}-{line_no}")
             self.vcs.append(stem)
             self.jobs.append(job)
@@ -230,13 +243,16 @@ class _GavelSession:
                 missing[job.job_type] += 1
             scaled += not exact and thr is not None
             dur.append(None if thr is None else job.total_steps / thr)
+        rejected = self._reject_durations(dur)
+        if not self.jobs:
+            return {"rejects": rejected}
         origin = np.datetime64(self.ctx.origin.replace(tzinfo=None), "us")
         arrival_us = np.round(np.array([j.arrival_s for j in self.jobs]) * 1e6)
         n = len(self.jobs)
         none: list[str | None] = [None] * n
         flags = [["no_throughput"] if d is None else None for d in dur]
         self._notes(name, scaled, missing)
-        return write_jobs(
+        rows = write_jobs(
             self.batch,
             GavelTrace.name,
             self.ids,
@@ -248,6 +264,26 @@ class _GavelSession:
             dur,
             flags,
         )
+        return {**rows, "rejects": rejected} if rejected else rows
+
+    def _reject_durations(self, dur: list[float | None]) -> int:
+        """Reject the jobs whose duration (steps / throughput) is beyond ``bounds.DURATION_S``
+        (1e23 steps, a throughput of 1e-20): dropped from the session's lists and ``dur``."""
+        bad = [i for i, d in enumerate(dur) if d is not None and not DURATION_S.ok(d)]
+        for i in bad:
+            name, line_no = self.where[i]
+            steps = self.jobs[i].total_steps
+            self.batch.reject(
+                name,
+                line_no,
+                f"{DURATION_S.reason(dur[i])} (total_steps {steps:g} / throughput)",
+                None,
+            )
+        if bad:
+            keep = sorted(set(range(len(dur))) - set(bad))
+            for lst in (self.ids, self.vcs, self.jobs, self.where, dur):
+                lst[:] = [lst[i] for i in keep]
+        return len(bad)
 
     def _notes(self, name: str, scaled: int, missing: Counter[str]) -> None:
         gpu, shown = self.ctx.gavel_gpu, Path(name.rsplit("!", 1)[-1]).name

@@ -28,7 +28,6 @@ is unknown until replayed. Gavel's traces are in ``gavel.py``.
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 from dataclasses import dataclass, field
@@ -37,12 +36,20 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from philly_analyze.bounds import DURATION_S, JOB_GPUS, RELATIVE_S, TIME, OutOfRange, excerpt
 from philly_analyze.errors import InputFormatError
-from philly_analyze.ingest.formats import Format, IngestContext, SourceResult, register
+from philly_analyze.ingest.formats import (
+    Format,
+    IngestContext,
+    SourceResult,
+    csv_fields,
+    first_line,
+    register,
+)
 from philly_analyze.ingest.source import Source
 from philly_analyze.schemas import UTC_TS
 from philly_analyze.store import Batch
-from philly_analyze.timeutil import DEFAULT_ORIGIN, MAX_RELATIVE_S, localize_naive
+from philly_analyze.timeutil import DEFAULT_ORIGIN, localize_naive
 
 COLUMNS: dict[str, tuple[str, ...]] = {
     "submit": (
@@ -80,7 +87,7 @@ LAST_OUTCOME = {"passed": "passed", "killed": "killed", "unsuccessful": "failed"
 #: Relative submit times at least this large look like Unix times (2001 onwards).
 UNIX_LIKE_S = 1e9
 #: More GPUs than this for one job is not a real job (and overflows the store's int32).
-MAX_GPUS = 1_000_000
+MAX_GPUS = int(JOB_GPUS.hi)
 _BRACKETED_UNIT = re.compile(r"\s*[(\[]\s*([a-z]+)\s*[)\]]$")
 
 
@@ -108,8 +115,12 @@ def _name_and_unit(header_cell: str) -> tuple[str, float | None]:
 
 
 def header_map(line: str) -> dict[str, Column] | None:
-    """The recognised columns of a header line, or None if it lacks a required one."""
-    cells = [_name_and_unit(f) for f in next(csv.reader([line]), [])]
+    """The recognised columns of a header line, or None if it lacks a required one (or is
+    not a CSV line)."""
+    try:
+        cells = [_name_and_unit(f) for f in csv_fields(line)]
+    except ValueError:
+        return None
     found: dict[str, Column] = {}
     for key, names in COLUMNS.items():
         for i, (name, unit) in enumerate(cells):
@@ -176,7 +187,7 @@ class JobListCsv(Format):
     )
 
     def sniff(self, name: str, head: bytes) -> bool:
-        line = head.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+        line = first_line(head)
         return "," in line and header_map(line) is not None
 
     def session(self, batch: Batch, ctx: IngestContext) -> _CsvSession:
@@ -218,20 +229,25 @@ class _CsvSession:
         stem = stem_of(source.name)
         for line_no, line in source.text_lines(self.ctx.tracker):
             if cols is None:
-                cols, header = header_map(line), next(csv.reader([line]), [])
+                cols = header_map(line)
                 if cols is None:
                     raise InputFormatError(
                         "header names no submit time, duration and GPU columns",
                         source=source.name,
                         line=line_no,
                     )
+                header = csv_fields(line)
                 continue
             if not line.strip():
                 continue
-            row = next(csv.reader([line]))
-            if relative is None:
-                relative = _is_relative(cols["submit"], row)
-            problem = self._add(rows, cols, row, relative, f"{stem}-{line_no}")
+            try:
+                row = csv_fields(line)
+            except ValueError as e:
+                row, problem = [], str(e)
+            else:
+                if relative is None:
+                    relative = _is_relative(cols["submit"], row)
+                problem = self._add(rows, cols, row, relative, f"{stem}-{line_no}")
             if problem:
                 self.batch.reject(source.name, line_no, f"bad row: {problem}", line)
                 rejected += 1
@@ -263,16 +279,19 @@ class _CsvSession:
             v = row[c.index].strip() if c is not None and c.index < len(row) else ""
             return v or None
 
-        submit, d, g = cell("submit") or "", _number(cell("duration") or ""), cell("gpus") or ""
-        t: str | float | None = _number(submit) if relative else _datetime_text(submit)
-        if t is None:
-            kind = "a number of seconds" if relative else "a date and time"
-            return f"submit time {submit!r} is not {kind}"
-        if relative and not abs(t) <= MAX_RELATIVE_S:  # type: ignore[arg-type]
-            return f"submit time {submit!r} is out of range"
-        gpus = _number(g)
-        if d is None or d < 0 or gpus is None or not 0 <= gpus <= MAX_GPUS or gpus != int(gpus):
-            return f"duration {cell('duration')!r} or GPUs {g!r} is not a number >= 0"
+        submit = cell("submit") or ""
+        try:
+            t = self._submit(submit, relative, cols["submit"])
+            gpus = _number(cell("gpus") or "")
+            if gpus is None or gpus != int(gpus):
+                raise ValueError(f"GPUs {excerpt(cell('gpus') or '')} is not a whole number")
+            JOB_GPUS.check(gpus, cell("gpus"))
+            d = _number(cell("duration") or "")
+            if d is None:
+                raise ValueError(f"duration {excerpt(cell('duration') or '')} is not a number")
+            d = DURATION_S.check(d * (cols["duration"].unit or 1.0), cell("duration"))
+        except ValueError as e:
+            return str(e)
         rows.ids.append(cell("job_id") or key)
         rows.submit.append(t)
         rows.vc.append(cell("vc"))
@@ -280,13 +299,35 @@ class _CsvSession:
         s = cell("status")
         rows.status.append(STATUS_MAP.get(s.lower()) if s else None)
         rows.gpus.append(int(gpus))
-        rows.dur.append(d * (cols["duration"].unit or 1.0))
+        rows.dur.append(d)
         return ""
+
+    def _submit(self, text: str, relative: bool, col: Column) -> str | float:
+        """A row's submit time as kept until conversion (seconds, or ISO text); ``ValueError``
+        with the reason when it is not one or lies outside ``bounds.TIME``."""
+        if not relative:
+            t = _datetime_text(text)
+            if t is None:
+                raise ValueError(f"submit time {excerpt(text)} is not a date and time")
+            if not TIME.mask(np.array([t], dtype="datetime64[us]"))[0]:
+                raise OutOfRange(f"submit {TIME.reason(text)}")
+            return t
+        v = _number(text)
+        if v is None:
+            raise ValueError(f"submit time {excerpt(text)} is not a number of seconds")
+        try:
+            secs = RELATIVE_S.check(v * (col.unit or 1.0), text)
+        except OutOfRange as e:
+            raise OutOfRange(f"submit time: {e}") from None
+        origin = self.ctx.origin.timestamp() * 1e6
+        if not TIME.ok_us(origin + secs * 1e6):
+            raise OutOfRange(f"submit {TIME.reason(text)} (counted from --origin)")
+        return secs
 
     def _submit_times(self, submit: list, relative: bool | None, col: Column) -> np.ndarray:
         if relative:
             origin = np.datetime64(self.ctx.origin.replace(tzinfo=None), "us")
-            us = np.round(np.asarray(submit, dtype=np.float64) * (col.unit or 1.0) * 1e6)
+            us = np.round(np.asarray(submit, dtype=np.float64) * 1e6)
             return origin + us.astype("timedelta64[us]")
         utc, _ = localize_naive(np.array(submit, dtype="datetime64[us]"), self.ctx.timezone)
         return utc

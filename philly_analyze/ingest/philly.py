@@ -19,7 +19,6 @@ second occurrence is used.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import re
@@ -32,9 +31,17 @@ import numpy as np
 import pyarrow as pa
 
 from philly_analyze import schemas
+from philly_analyze.bounds import GPU_INDEX, GPU_MEM_GB, MACHINE_GPUS, TIME, excerpt, json_int
 from philly_analyze.errors import InputFormatError
 from philly_analyze.ingest.csvcopy import CsvSpec, copy_csv, header_fields
-from philly_analyze.ingest.formats import Format, IngestContext, SourceResult, register
+from philly_analyze.ingest.formats import (
+    Format,
+    IngestContext,
+    SourceResult,
+    csv_fields,
+    first_line,
+    register,
+)
 from philly_analyze.ingest.source import Source
 from philly_analyze.schemas import UTC_TS
 from philly_analyze.store import Batch, connect, sql_literal
@@ -44,15 +51,11 @@ STATUS_MAP = {"Pass": "passed", "Killed": "killed", "Failed": "unsuccessful"}
 #: Outcome of a job's last attempt, by job status (earlier attempts failed and were retried).
 LAST_OUTCOME = {"passed": "passed", "killed": "killed", "unsuccessful": "failed"}
 _TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$")
-_GPU_RE = re.compile(r"^gpu(\d+)$")
+_GPU_RE = re.compile(r"gpu(\d+)")
 _MISSING_TIMES = (None, "", "None", "none", "null", "NULL")
 CHUNK_JOBS = 20_000
 READ_CHARS = 4 << 20
 MAX_OBJECT_CHARS = 256 << 20
-
-
-def _first_line(head: bytes) -> str:
-    return head.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
 
 
 # --------------------------------------------------------------------------- machine list
@@ -62,7 +65,7 @@ class PhillyMachineList(Format):
     description = "Philly cluster_machine_list (CSV: machineId, number of GPUs, single GPU mem)"
 
     def sniff(self, name: str, head: bytes) -> bool:
-        fields = [f.strip().lower() for f in _first_line(head).split(",")]
+        fields = [f.strip().lower() for f in first_line(head).split(",")]
         return fields[:2] == ["machineid", "number of gpus"]
 
     def session(self, batch: Batch, ctx: IngestContext) -> _MachineListSession:
@@ -82,16 +85,17 @@ class _MachineListSession:
         for line_no, line in source.text_lines(self.ctx.tracker):
             if line_no == 1 or not line.strip():
                 continue
-            row = next(csv.reader([line], skipinitialspace=True))
-            row = [c.strip() for c in row]
             try:
+                row = [c.strip() for c in csv_fields(line, skipinitialspace=True)]
                 if len(row) != 3:
                     raise ValueError(f"expected 3 fields, found {len(row)}")
                 mid, n, m = row
                 if not mid:
                     raise ValueError("empty machine id")
-                count = int(n)
-                mem_gb = float(m.upper().removesuffix("GB")) if m else None
+                count = MACHINE_GPUS.int_of(n)
+                mem_gb = None
+                if m:
+                    mem_gb = GPU_MEM_GB.check(float(m.upper().removesuffix("GB")), shown=m)
             except ValueError as e:
                 self.batch.reject(source.name, line_no, str(e), line)
                 rejected += 1
@@ -133,7 +137,7 @@ def iter_json_array(source: Source, ctx: IngestContext) -> Iterator[tuple[int, A
 
     Raises ``InputFormatError`` with the line of the problem for a missing ``[``, a syntax
     error or a truncated array (elements before it have been yielded already)."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_int=json_int)
     with source.open(ctx.tracker) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
         buf = ""
@@ -185,6 +189,10 @@ def iter_json_array(source: Source, ctx: IngestContext) -> Iterator[tuple[int, A
                 try:
                     value, end = decoder.raw_decode(buf, pos)
                     break
+                except RecursionError:
+                    raise InputFormatError(
+                        "JSON nested too deeply", source=source.name, line=line
+                    ) from None
                 except json.JSONDecodeError as e:
                     # Incomplete element at the end of the buffer: read more and retry.
                     if len(buf) - pos > MAX_OBJECT_CHARS or not fill():
@@ -226,12 +234,19 @@ class _BadJob(ValueError):
 _GPU_INDEX = {f"gpu{i}": i for i in range(64)}
 
 
-def _gpu_index(name: Any) -> int | None:
+def _gpu_index(name: Any, what: str) -> int:
+    """The index of a GPU named ``gpu<N>`` (N within ``bounds.GPU_INDEX``); any other name
+    (``gpu-5``, ``gpuinf``, a number) rejects the job: a NULL index would hide the damage."""
     idx = _GPU_INDEX.get(name) if isinstance(name, str) else None
-    if idx is None:
-        m = _GPU_RE.match(str(name))
-        idx = int(m.group(1)) if m else None
-    return idx
+    if idx is not None:
+        return idx
+    m = _GPU_RE.fullmatch(name) if isinstance(name, str) else None
+    if m is None:
+        raise _BadJob(f"GPU name {excerpt(name)} in {what} is not gpu<N>")
+    try:
+        return GPU_INDEX.int_of(m.group(1))
+    except ValueError as e:
+        raise _BadJob(f"{e} in {what}") from None
 
 
 def _time_or_none(value: Any, what: str) -> str | None:
@@ -239,11 +254,13 @@ def _time_or_none(value: Any, what: str) -> str | None:
         return None
     text = value.strip() if isinstance(value, str) else None
     if text is None or not _TIME_RE.match(text):
-        raise _BadJob(f"unparsable time {value!r} in {what}")
+        raise _BadJob(f"unparsable time {excerpt(value)} in {what}")
     try:  # the shape is right; the calendar must be too (no 2017-02-30 or 25:61)
-        datetime.fromisoformat(text)
+        t = datetime.fromisoformat(text)
     except ValueError:
-        raise _BadJob(f"impossible time {value!r} in {what}") from None
+        raise _BadJob(f"impossible time {excerpt(value)} in {what}") from None
+    if not TIME.ok(t):
+        raise _BadJob(f"{TIME.reason(value)} in {what}")
     return text
 
 
@@ -328,7 +345,7 @@ class _JobLogSession:
                 for g in gpus:
                     pl_att.append(i)
                     pl_machine.append(ip)
-                    pl_gpu.append(_gpu_index(g))
+                    pl_gpu.append(_gpu_index(g, f"attempts[{i}].detail"))
             last = i == len(attempts) - 1
             ended_unrecorded = start is not None and end is None and (status or not last)
             if ended_unrecorded and "end_unknown" not in flags:
@@ -472,7 +489,10 @@ class _CsvSession:
     fmt: type[_PhillyCsv]
 
     def feed(self, source: Source) -> SourceResult:
-        spec = self.fmt.spec(source.head)
+        try:
+            spec = self.fmt.spec(source.head)
+        except InputFormatError as e:
+            raise InputFormatError(e.message, source=source.name, line=e.line) from None
         written, rejected = copy_csv(
             source, self.batch, spec, timezone=self.ctx.timezone, tracker=self.ctx.tracker
         )
@@ -520,7 +540,7 @@ class _PhillyCsv(Format):
     header: tuple[str, ...] = ()
 
     def sniff(self, name: str, head: bytes) -> bool:
-        fields = [f.strip() for f in _first_line(head).split(",")]
+        fields = [f.strip() for f in first_line(head).split(",")]
         return tuple(fields[: len(self.header)]) == self.header
 
     def session(self, batch: Batch, ctx: IngestContext) -> _CsvSession:
@@ -541,8 +561,9 @@ class PhillyGpuUtil(_PhillyCsv):
     def spec(cls, head: bytes) -> CsvSpec:
         names, _ = header_fields(head)
         gpus = [n for n in names if re.fullmatch(r"gpu\d+_util", n)]
-        if len(gpus) != len(names) - 2:
-            raise InputFormatError(f"unexpected header {','.join(names)!r}", line=1)
+        if len(gpus) != len(names) - 2 or len(set(gpus)) != len(gpus):
+            why = "unexpected" if len(set(gpus)) == len(gpus) else "a column repeated in the"
+            raise InputFormatError(f"{why} header {excerpt(','.join(names))}", line=1)
         cols = _csv_columns(
             head, ["time", "machine_id", *gpus], ["VARCHAR"] * 2 + ["FLOAT"] * len(gpus)
         )

@@ -435,7 +435,15 @@ class _GroupedRun:
         skipped = [
             SourceOutcome(name, self.fmt.name, "skipped", "already ingested") for name in self.held
         ]
-        extra = self.session.finish()
+        try:
+            extra = self.session.finish()
+        except InputFormatError as e:
+            # The group cannot be assembled (Gavel traces without throughputs): nothing of it
+            # is recorded, so a later run can ingest it; the other groups go on.
+            self.abandon()
+            name = e.source or f"({self.fmt.name}: assembled)"
+            failed = SourceOutcome(name, self.fmt.name, "error", e.format())
+            return [*self.pending, *reread, *skipped, failed]
         # Rows a session rejected while assembling (written by the session itself).
         rejected = extra.pop("rejects", 0)
         if self.pending and not (any(extra.values()) or any(e["rows"] for e in self.entries)):

@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from philly_analyze.bounds import TIME, excerpt
 from philly_analyze.errors import InputFormatError, UnreadableInputError
 from philly_analyze.ingest import yarn_assemble as asm
 from philly_analyze.ingest.formats import Format, IngestContext, SkipSource, SourceResult, register
@@ -265,16 +266,22 @@ class _YarnSession:
         if not chunk.facts:
             return 0
         naive, bad = _parse_times(chunk.times)
-        rejected = 0
-        for i in np.flatnonzero(bad):
-            self.batch.reject(
-                source.name, chunk.line_no[i], f"unparsable time {chunk.times[i]!r}", chunk.raw[i]
-            )
-            rejected += 1
         exact = np.array([e is not None for e in chunk.exact])
+        exact_us = np.array([e if e is not None else 0 for e in chunk.exact], dtype=np.int64)
+        # A time outside bounds.TIME (year 9999, a FILETIME of 0xFFFF...) is rejected too.
+        far = ~bad & np.where(exact, ~TIME.mask_us(exact_us), ~TIME.mask(naive))
+        rejected = 0
+        for i in np.flatnonzero(bad | far):
+            if not far[i]:
+                why = f"unparsable time {excerpt(chunk.times[i])}"
+            else:
+                why = TIME.reason(f"{chunk.exact[i]} us (TS)" if exact[i] else chunk.times[i])
+            self.batch.reject(source.name, chunk.line_no[i], why, chunk.raw[i])
+            rejected += 1
+        bad |= far
+        naive[bad] = np.datetime64("NaT")
         utc = self._to_utc(naive, exact)
         keep = ~bad
-        exact_us = np.array([e if e is not None else 0 for e in chunk.exact], dtype=np.int64)
         utc = np.where(exact, exact_us.astype("datetime64[us]"), utc)
         idx = np.flatnonzero(keep)
         facts = chunk.facts if len(idx) == len(chunk.facts) else [chunk.facts[i] for i in idx]

@@ -28,6 +28,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from philly_analyze.bounds import ATTEMPT, MACHINE_GPUS, TIME, Bound, OutOfRange, excerpt
+
 _TS = (
     r"(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[,.]\d{1,6})?"
     r"|\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:[,.]\d{1,6})?)"
@@ -202,16 +204,24 @@ def _gpus(cap: str) -> int | None:
     does not schedule GPUs: the count is unknown, not 0; a GPU-aware RM lists
     ``yarn.io/gpu: 0`` for CPU-only containers)."""
     if not CAPACITY_RE.fullmatch(cap):
-        raise Malformed(f"unparsable resource {cap!r}")
+        raise Malformed(f"unparsable resource {excerpt(cap)}")
     g = GPU_RE.search(cap)
-    return int(g.group(1)) if g else None
+    return _bounded(MACHINE_GPUS, g.group(1), "yarn.io/gpu") if g else None
+
+
+def _bounded(bound: Bound, digits: str, what: str) -> int:
+    """``digits`` as an int inside ``bound``; ``Malformed`` (the line is rejected) outside."""
+    try:
+        return bound.int_of(digits)
+    except OutOfRange as e:
+        raise Malformed(f"{what}: {e}") from None
 
 
 def _check_state(entity: str, *states: str) -> None:
     known = _state_sets()[entity]
     for s in states:
         if s not in known:
-            raise Malformed(f"unknown {entity} state {s!r} (truncated line?)")
+            raise Malformed(f"unknown {entity} state {excerpt(s)} (truncated line?)")
 
 
 def _app_of(ts: str, seq: str) -> str:
@@ -233,7 +243,7 @@ def parse_message(rest: str) -> list[Fact]:
                 "container",
                 _app_of(m["c_ts"], m["c_seq"]),
                 eid=m["id"],
-                attempt=int(m["c_n"]),
+                attempt=_bounded(ATTEMPT, m["c_n"], "container's attempt"),
                 container=m["id"],
                 from_state=m["from"],
                 to_state=m["to"],
@@ -259,7 +269,14 @@ def parse_message(rest: str) -> list[Fact]:
             raise Malformed("malformed 'Application Attempt ... is done' line")
         _check_state("attempt", m["state"])
         app = _app_of(m["a_ts"], m["a_seq"])
-        return [Fact("attempt_done", app, attempt=int(m["a_n"]), to_state=m["state"])]
+        return [
+            Fact(
+                "attempt_done",
+                app,
+                attempt=_bounded(ATTEMPT, m["a_n"], "attempt"),
+                to_state=m["state"],
+            )
+        ]
     if "Storing attempt" in rest:
         m = STORING_RE.search(rest)
         if m is None:
@@ -299,7 +316,7 @@ def _state_change(rest: str) -> list[Fact]:
                 "attempt",
                 app,
                 eid=m["id"],
-                attempt=int(m["a_n"]),
+                attempt=_bounded(ATTEMPT, m["a_n"], "attempt"),
                 from_state=m["from"],
                 to_state=m["to"],
                 event=m["event"],
@@ -317,14 +334,15 @@ def _node_gpus(m: re.Match[str]) -> int | None:
     used, avail = GPU_RE.search(m["used"]), GPU_RE.search(m["avail"])
     if used is None or avail is None:
         return None
-    return int(used.group(1)) + int(avail.group(1))
+    n = _bounded(MACHINE_GPUS, used[1], "GPUs used") + _bounded(MACHINE_GPUS, avail[1], "available")
+    return _bounded(MACHINE_GPUS, str(n), "GPUs of the node (used + available)")
 
 
 def _container_fact(kind: str, m: re.Match[str]) -> Fact:
     return Fact(
         kind,
         _app_of(m["c_ts"], m["c_seq"]),
-        attempt=int(m["c_n"]),
+        attempt=_bounded(ATTEMPT, m["c_n"], "container's attempt"),
         container=m["id"],
         host=machine_id(m["host"]),
         gpus=_gpus(m["cap"]),
@@ -341,7 +359,7 @@ def _audit(rest: str) -> list[Fact]:
     if op is None or app is None:
         return []
     if not APP_ID_RE.match(app):
-        raise Malformed(f"malformed APPID {app!r}")
+        raise Malformed(f"malformed APPID {excerpt(app)}")
     if op == r["audit_submit_operation"]:
         return [Fact("submit_req", app, user=fields.get("USER"), queue=fields.get("QUEUENAME"))]
     state = r["audit_finish_operations"].get(op)
@@ -361,7 +379,7 @@ def _summary(rest: str) -> list[Fact]:
             kv[k.strip()] = v.replace("\\,", ",").strip()
     app = kv.get("appId", "")
     if not APP_ID_RE.match(app):
-        raise Malformed(f"ApplicationSummary without a valid appId ({app!r})")
+        raise Malformed(f"ApplicationSummary without a valid appId ({excerpt(app)})")
     state = kv.get("state")
     if state is not None:
         _check_state("app", state)
@@ -370,8 +388,10 @@ def _summary(rest: str) -> list[Fact]:
         v = kv.get(key)
         if v is None or v in ("", "0", "-1", "N/A"):
             return None
-        if not v.isdigit():
-            raise Malformed(f"ApplicationSummary {key}={v!r} is not epoch milliseconds")
+        if not (v.isascii() and v.isdigit()):
+            raise Malformed(f"ApplicationSummary {key}={excerpt(v)} is not epoch milliseconds")
+        if len(v) > 16 or not TIME.ok_us(int(v) * 1000):
+            raise Malformed(f"ApplicationSummary {key}: {TIME.reason(v)}")
         return int(v)
 
     return [
