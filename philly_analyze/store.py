@@ -44,7 +44,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -123,6 +123,9 @@ class Batch:
     log_entries: list[dict[str, Any]] = field(default_factory=list)
     #: Names of the artefacts staged (``write_artifact``), in order.
     artifacts: list[str] = field(default_factory=list)
+    #: Batches this one will replace when committed (set by ingest before a grouped format's
+    #: session assembles its rows): rows of theirs are not compared with this batch's.
+    replaces: set[str] = field(default_factory=set)
 
     def write(self, table: str, data: pa.Table | dict[str, Any]) -> int:
         """Append rows to ``table`` (conformed to its physical schema). Returns rows written."""
@@ -605,6 +608,21 @@ class Store:
         """The live Parquet files holding ``table``'s rows (for a long table, its wide files
         too)."""
         return [Path(f.path) for f in self._files_by_table().get(table, [])]
+
+    def files_of(
+        self, fmt: str, tables: Iterable[str], *, excluding: Collection[str] = ()
+    ) -> dict[str, list[Path]]:
+        """By table of ``tables``: the live Parquet files that sources of format ``fmt``
+        wrote, but those of the batches ``excluding``."""
+        by_table = self._files_by_table()
+        return {
+            t: [
+                Path(f.path)
+                for f in by_table.get(t, [])
+                if f.fmt == fmt and f.table == t and f.batch not in excluding
+            ]
+            for t in tables
+        }
 
     def has_rows(self, table: str) -> bool:
         """Whether the store holds any Parquet data for a table (cheap: reads the file list)."""

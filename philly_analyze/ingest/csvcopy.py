@@ -20,10 +20,13 @@ from dataclasses import dataclass
 import duckdb
 
 from philly_analyze.errors import InputFormatError
+from philly_analyze.ingest import memory
 from philly_analyze.ingest.source import Source
 from philly_analyze.progress import NullTracker, Tracker
 from philly_analyze.store import Batch, connect, sql_literal
 
+#: How often DuckDB's progress is read while it copies a CSV.
+POLL_SECONDS = 0.25
 #: Zone suffix -> hours to add to the wall-clock time to get UTC.
 _SUFFIX_TO_UTC_HOURS = {"PDT": 7, "PST": 8, "UTC": 0, "GMT": 0}
 TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}( (PDT|PST|UTC|GMT))?$")
@@ -95,11 +98,13 @@ def copy_csv(
     *,
     timezone: str,
     tracker: Tracker | None = None,
+    memory_limit: int | None = None,
 ) -> tuple[int, int]:
-    """Read ``source`` with ``spec`` into ``batch``. Returns (rows written, rows rejected)."""
+    """Read ``source`` with ``spec`` into ``batch``. Returns (rows written, rows rejected).
+    ``memory_limit``: DuckDB's, bytes (``memory.py``); it spills to the batch's staging."""
     tracker = tracker or NullTracker()
     try:
-        return _run(source, batch, spec, timezone, tracker, strict=True)
+        return _run(source, batch, spec, timezone, tracker, strict=True, memory_limit=memory_limit)
     except duckdb.InvalidInputException as e:
         if "unparsable time" not in str(e):
             raise _format_error(source, e) from e
@@ -107,7 +112,9 @@ def copy_csv(
         if "unparsable time" not in str(e):
             raise _format_error(source, e) from e
     # Rare path: some time did not parse. Read again, skipping such rows, and locate them.
-    written, rejected = _run(source, batch, spec, timezone, NullTracker(), strict=False)
+    written, rejected = _run(
+        source, batch, spec, timezone, NullTracker(), strict=False, memory_limit=memory_limit
+    )
     bad = 0
     for line_no, line in source.text_lines():
         if line_no == 1 or not line.strip():
@@ -145,8 +152,11 @@ def _run(
     tracker: Tracker,
     *,
     strict: bool,
+    memory_limit: int | None = None,
 ) -> tuple[int, int]:
     con = connect()
+    if memory_limit is not None:
+        memory.configure(con, memory_limit, batch.staging / "spill")
     try:
         return _run_on(con, source, batch, spec, timezone, tracker, strict=strict)
     finally:
@@ -200,13 +210,18 @@ def _run_on(
 def _poll_progress(
     con: duckdb.DuckDBPyConnection, source: Source, tracker: Tracker
 ) -> Callable[[], None] | None:
-    """DuckDB reads plain files itself; mirror its progress percentage as bytes."""
+    """DuckDB reads plain files itself; mirror its progress percentage as bytes of the file
+    (the run's bar adds them to the files before it, ``run_progress``)."""
     if isinstance(tracker, NullTracker) or not source.size:
         return None
+    # Without the bar DuckDB tracks no progress at all (query_progress() stays -1, and the
+    # run's bar sat at 0 until a big CSV ended); the bar is ours, DuckDB prints none.
+    con.execute("SET enable_progress_bar = true")
+    con.execute("SET enable_progress_bar_print = false")
     done = threading.Event()
 
     def loop() -> None:
-        while not done.wait(0.25):
+        while not done.wait(POLL_SECONDS):
             try:
                 pct = con.query_progress()
             except Exception:

@@ -29,13 +29,20 @@ SHOWN_SOURCES = 3
 
 @dataclass
 class Clashes:
-    """What ``without_conflicts`` found."""
+    """What ``find_conflicts`` found (summed over the parts of a run with ``add``)."""
 
     duplicates: int = 0
     conflicts: int = 0
     series: int = 0
     #: The first conflicting series and its sources, for the note.
     example: str = ""
+
+    def add(self, other: Clashes) -> None:
+        """Count ``other`` (a later part: its example comes after this one's) in this."""
+        self.duplicates += other.duplicates
+        self.conflicts += other.conflicts
+        self.series += other.series
+        self.example = self.example or other.example
 
     def notes(self, fmt: str) -> list[str]:
         out = []
@@ -55,14 +62,20 @@ class Clashes:
         return out
 
 
-def without_conflicts(
+#: The table of conflicting sample keys that ``find_conflicts`` fills; resample without them.
+CLASH_KEYS = "clash_keys"
+
+
+def find_conflicts(
     con: duckdb.DuckDBPyConnection, samples: str, sources: list[str], batch: Batch
-) -> tuple[str, Clashes]:
+) -> Clashes:
     """Find duplicates and conflicts among ``samples`` (a relation with ``SAMPLE_SCHEMA``
-    columns; ``src`` indexes ``sources``), write the conflicting samples to ``rejects`` and
-    return the relation without them."""
+    columns; ``src`` indexes ``sources``), write the conflicting samples to ``rejects`` and add
+    their keys to the table ``CLASH_KEYS`` (``ANTI JOIN clash_keys USING (KEY)`` leaves the
+    samples to keep). Samples of one key must all be in one call's ``samples``."""
+    con.execute(f"CREATE TABLE IF NOT EXISTS {CLASH_KEYS} AS SELECT {KEY} FROM {samples} LIMIT 0")
     con.execute(
-        f"""CREATE TABLE clash AS
+        f"""CREATE OR REPLACE TEMP TABLE clash AS
             SELECT {KEY}, count(*) AS n, min(value) AS lo, max(value) AS hi FROM {samples}
             WHERE value IS NOT NULL AND isfinite(value) AND t0 <= t1
             GROUP BY ALL HAVING count(*) > 1"""
@@ -73,8 +86,9 @@ def without_conflicts(
     ).fetchone() or (0, 0)
     found = Clashes(duplicates=int(dup))
     if not groups:
-        return samples, found
+        return found
     con.execute("DELETE FROM clash WHERE lo = hi")
+    con.execute(f"INSERT INTO {CLASH_KEYS} SELECT {KEY} FROM clash")
     con.register("clash_sources", pa.table({"src": range(len(sources)), "source": sources}))
     bad = f"""SELECT s.*, c.lo, c.hi FROM {samples} s JOIN clash c USING ({KEY})
               WHERE s.value IS NOT NULL AND isfinite(s.value)"""
@@ -94,8 +108,9 @@ def without_conflicts(
         f"""SELECT count(*) OVER (), machine_id, metric, list(DISTINCT n.source ORDER BY n.source)
             FROM ({bad}) b JOIN clash_sources n USING (src)
             GROUP BY machine_id, metric ORDER BY machine_id, metric LIMIT 1"""
-    ).fetchone() or (0, "", "", [])
+    ).fetchall()[0]
+    con.unregister("clash_sources")
     names = [Path(s.rsplit("!", 1)[-1]).name for s in srcs]
     more = ", ..." if len(names) > SHOWN_SOURCES else ""
     found.example = f"host {host}, metric {metric} from {', '.join(names[:SHOWN_SOURCES])}{more}"
-    return f"(SELECT * FROM {samples} ANTI JOIN clash USING ({KEY}))", found
+    return found

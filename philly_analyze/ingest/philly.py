@@ -474,7 +474,12 @@ class _CsvSession:
     def feed(self, source: Source) -> SourceResult:
         spec = self.fmt.spec(source.head)
         written, rejected = copy_csv(
-            source, self.batch, spec, timezone=self.ctx.timezone, tracker=self.ctx.tracker
+            source,
+            self.batch,
+            spec,
+            timezone=self.ctx.timezone,
+            tracker=self.ctx.tracker,
+            memory_limit=self.ctx.memory_limit,
         )
         table = schemas.logical_table(spec.table)
         rows = {table: written}

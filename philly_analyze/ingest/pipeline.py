@@ -12,13 +12,17 @@ it replaces the old one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
+
 from philly_analyze.errors import InputFormatError, UserError
+from philly_analyze.ingest import memory
 from philly_analyze.ingest.formats import (
     Format,
     IngestContext,
@@ -28,6 +32,7 @@ from philly_analyze.ingest.formats import (
     detect,
     load_formats,
 )
+from philly_analyze.ingest.run_progress import RunProgress
 from philly_analyze.ingest.source import (
     READ_ERRORS,
     Source,
@@ -81,9 +86,23 @@ class IngestReport:
 OutcomeCallback = Callable[[SourceOutcome], None]
 
 
-def _sources(paths: Sequence[Path]) -> Iterator[tuple[Source | None, bool, str, str]]:
-    """(source, explicit, name, problem) for every file or archive member under ``paths``."""
-    for path, explicit in expand_paths(list(paths)):
+def _listed(paths: Sequence[Path]) -> tuple[list[tuple[Path, bool]], int]:
+    """Every file under ``paths`` (``expand_paths``) and their bytes on disk, the run's
+    progress total (a file that cannot be looked at counts 0: it is reported when met)."""
+    files = list(expand_paths(list(paths)))
+    total = 0
+    for path, _ in files:
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                total += path.stat().st_size
+    return files, total
+
+
+def _sources(
+    files: list[tuple[Path, bool]], progress: RunProgress
+) -> Iterator[tuple[Source | None, bool, str, str]]:
+    """(source, explicit, name, problem) for every file or archive member of ``files``."""
+    for path, explicit in files:
         folder = False
         try:  # a file may vanish, or be unreadable, between the walk and here
             folder = path.is_dir()  # one inside a folder that could not be listed
@@ -98,11 +117,13 @@ def _sources(paths: Sequence[Path]) -> Iterator[tuple[Source | None, bool, str, 
         if size == 0:
             yield None, explicit, str(path), "empty file"
             continue
-        if is_tar(path):
+        tar = is_tar(path)
+        progress.start(size, archive=tar)
+        if tar:
             try:
                 # Members are an archive's contents, as files are a folder's: one of an
                 # unknown format is not taken (folded in the summary), not an error.
-                for member in archive_members(path):
+                for member in archive_members(path, progress.archive_read):
                     yield member, False, member.name, ""
             except READ_ERRORS as e:
                 yield None, explicit, str(path), f"corrupt or truncated archive: {e}"
@@ -145,6 +166,12 @@ def ingest_paths(
     t0 = time.perf_counter()
     sessions: dict[str, _GroupedRun] = {}
     known = _KnownSources(store)
+    files, total = _listed([Path(p).absolute() for p in paths])
+    progress = RunProgress(ctx.tracker)
+    progress.set_total(total)
+    bar = ctx.tracker
+    if progress.shown:  # readers report the current file's bytes; the run's bar adds them up
+        ctx.tracker = progress
 
     def emit(o: SourceOutcome) -> None:
         report.outcomes.append(o)
@@ -152,7 +179,7 @@ def ingest_paths(
             on_outcome(o)
 
     try:
-        for src, explicit, name, problem in _sources([Path(p).absolute() for p in paths]):
+        for src, explicit, name, problem in _sources(files, progress):
             if src is None:
                 emit(SourceOutcome(name, None, "error" if explicit else "unknown", problem))
                 continue
@@ -178,7 +205,7 @@ def ingest_paths(
             if fmt.grouped:
                 run = sessions.get(fmt.name)
                 if run is None:
-                    run = sessions[fmt.name] = _GroupedRun(store, fmt, ctx, known)
+                    run = sessions[fmt.name] = _GroupedRun(store, fmt, ctx, known, progress)
                     run.forced = force_format is not None
                 if unchanged and not replace:
                     run.hold(src, previous)
@@ -194,10 +221,12 @@ def ingest_paths(
                 known.add(src)
                 forced = force_format is not None
                 emit(_ingest_one(store, fmt, src, ctx, previous, replace, forced))
+        progress.finish()
         for run in sessions.values():
             for o in run.finish():
                 emit(o)
     finally:
+        ctx.tracker = bar
         for run in sessions.values():
             run.abandon()
     report.notes = ctx.notes + store_notes(store)
@@ -262,7 +291,6 @@ def _ingest_one(
 ) -> SourceOutcome:
     t0 = time.perf_counter()
     ctx.tracker.describe(f"{fmt.name}: {Path(src.name).name}")
-    ctx.tracker.update(completed=0, total=src.size)
     with store.batch() as batch:
         error: InputFormatError | None = None
         try:
@@ -273,6 +301,9 @@ def _ingest_one(
                 res.rows[t] = res.rows.get(t, 0) + n
         except SkipSource as e:
             return SourceOutcome(src.name, fmt.name, "skipped", str(e))
+        except duckdb.OutOfMemoryException as e:  # nothing of it is kept: the batch is dropped
+            oom = memory.out_of_memory(src.name, f"reading it as {fmt.name}", ctx.memory_limit, e)
+            return SourceOutcome(src.name, fmt.name, "error", oom.format())
         except InputFormatError as e:
             error = e
             res = SourceResult(rows=dict(batch.rows), rejected=batch.rejected)
@@ -321,11 +352,19 @@ class _GroupedRun:
     their recorded path when it still exists; otherwise a note says their rows were dropped).
     """
 
-    def __init__(self, store: Store, fmt: Format, ctx: IngestContext, known: _KnownSources):
+    def __init__(
+        self,
+        store: Store,
+        fmt: Format,
+        ctx: IngestContext,
+        known: _KnownSources,
+        progress: RunProgress,
+    ):
         self.store = store
         self.fmt = fmt
         self.ctx = ctx
         self.known = known
+        self.progress = progress
         #: Unchanged sources of this call: name -> earlier ingest_log rows.
         self.held: dict[str, list[dict]] = {}
         self._cm = store.batch()
@@ -341,7 +380,6 @@ class _GroupedRun:
     def feed(self, src: Source, previous: list[dict]) -> SourceOutcome:
         t0 = time.perf_counter()
         self.ctx.tracker.describe(f"{self.fmt.name}: {Path(src.name).name}")
-        self.ctx.tracker.update(completed=0, total=src.size)
         try:
             res = self.session.feed(src)
         except SkipSource as e:
@@ -393,7 +431,9 @@ class _GroupedRun:
                         "(no longer on disk, or an archive member: ingest it again)"
                     )
                     continue
-                o = self.feed(file_source(path), prev)
+                src = file_source(path)
+                self.progress.extra(src.size or 0)
+                o = self.feed(src, prev)
                 again = "read again: its batch was rebuilt"
                 o.message = f"{again}; {o.message}" if o.message else again
                 out.append(o)
@@ -403,7 +443,20 @@ class _GroupedRun:
         skipped = [
             SourceOutcome(name, self.fmt.name, "skipped", "already ingested") for name in self.held
         ]
-        extra = self.session.finish()
+        self.batch.replaces = set(self.replaced)
+        self.ctx.tracker.describe(f"{self.fmt.name}: assembling {len(self.entries):,} files")
+        try:
+            extra = self.session.finish()
+        except InputFormatError as e:  # out of memory assembling: nothing of the group kept
+            self.abandon()
+            n = len(self.entries)
+            failed = SourceOutcome(
+                f"({self.fmt.name}: assembled)",
+                self.fmt.name,
+                "error",
+                f"{e.format()} (nothing kept of the {n:,} {self.fmt.name} files of this run)",
+            )
+            return [*self.pending, *reread, *skipped, failed]
         # Rows a session rejected while assembling (written by the session itself).
         rejected = extra.pop("rejects", 0)
         if self.pending and not (any(extra.values()) or any(e["rows"] for e in self.entries)):
