@@ -73,7 +73,9 @@ def find_conflicts(
     columns; ``src`` indexes ``sources``), write the conflicting samples to ``rejects`` and add
     their keys to the table ``CLASH_KEYS`` (``ANTI JOIN clash_keys USING (KEY)`` leaves the
     samples to keep). Samples of one key must all be in one call's ``samples``."""
-    con.execute(f"CREATE TABLE IF NOT EXISTS {CLASH_KEYS} AS SELECT {KEY} FROM {samples} LIMIT 0")
+    con.execute(
+        f"CREATE TEMP TABLE IF NOT EXISTS {CLASH_KEYS} AS SELECT {KEY} FROM {samples} LIMIT 0"
+    )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE clash AS
             SELECT {KEY}, count(*) AS n, min(value) AS lo, max(value) AS hi FROM {samples}

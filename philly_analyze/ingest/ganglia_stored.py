@@ -74,12 +74,13 @@ class Stored:
         part: Part,
     ) -> int:
         """Write the rows of ``query`` (the table's columns, plus ``_series``: the Ganglia
-        metric a row comes from) to ``table`` but those the store holds already; returns
-        rows written. ``part_hosts`` holds the hosts of ``part``; ``series`` and
-        ``run_sources`` name each series' first source."""
+        metric a row comes from, and ``__month``: its month partition, ``Batch.copy_query``)
+        to ``table`` but those the store holds already; returns rows written. ``part_hosts``
+        holds the hosts of ``part``; ``series`` and ``run_sources`` name each series' first
+        source."""
         files = self.files.get(table)
         if not files:
-            return batch.copy_query(table, con, query, params)
+            return batch.copy_query(table, con, query, params, month_column="__month")
         t = schemas.TABLES[table]
         keys = KEYS[table]
         k = ", ".join(keys)
@@ -89,7 +90,8 @@ class Stored:
             for c in t.physical_columns
         )
         con.execute(
-            f"CREATE OR REPLACE TEMP TABLE new_rows AS SELECT {casts}, _series FROM ({query})",
+            f"CREATE OR REPLACE TEMP TABLE new_rows AS SELECT {casts}, _series, __month "
+            f"FROM ({query})",
             params,
         )
         where = "machine_id IN (SELECT machine_id FROM part_hosts)"
@@ -103,7 +105,10 @@ class Stored:
                 WHERE {where}"""
         )
         written = batch.copy_query(
-            table, con, f"SELECT * FROM new_rows ANTI JOIN old_rows USING ({k})"
+            table,
+            con,
+            f"SELECT * FROM new_rows ANTI JOIN old_rows USING ({k})",
+            month_column="__month",
         )
         same = " AND ".join(f"n.{v} IS NOT DISTINCT FROM o.{v}" for v in values)
         con.execute(

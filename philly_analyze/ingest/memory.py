@@ -33,8 +33,8 @@ MB = 1_000_000
 DEFAULT_FRACTION = 0.25
 DEFAULT_MIN = 256 * MB
 DEFAULT_MAX = 2_000 * MB
-#: Below this DuckDB cannot hold even one block per thread: refused as a usage error.
-SMALLEST = 8 * MB
+#: Smaller is refused as a usage error (DuckDB itself needs a few MB for almost anything).
+SMALLEST = 1 * MB
 
 _UNITS = {
     "": 1,
@@ -108,10 +108,12 @@ def resolve(option: str | None) -> tuple[int, str]:
 
 def configure(con: duckdb.DuckDBPyConnection, limit: int, spill: Path) -> None:
     """Give a connection the limit and a spill folder (``spill``, inside a batch's staging
-    folder); insertion order is not needed by any ingest query and costs memory."""
+    folder); insertion order is not needed by any ingest query and costs memory. DuckDB
+    prints no progress bar of its own (ours is on stderr, ``run_progress``)."""
     con.execute(f"SET memory_limit = {sql_literal(f'{limit}B')}")
     con.execute(f"SET temp_directory = {sql_literal(str(spill))}")
     con.execute("SET preserve_insertion_order = false")
+    con.execute("SET enable_progress_bar_print = false")
 
 
 def out_of_memory(source: str, doing: str, limit: int, e: BaseException) -> InputFormatError:

@@ -70,11 +70,14 @@ def per_minute_sql(
 
     order = f"PARTITION BY {k} ORDER BY f, l, t0, t1"
     return f"""
-    WITH s AS (
+    WITH s AS MATERIALIZED (
         SELECT {k}, t0, t1, any_value(value) AS value, {first} AS f, {last} AS l
         FROM {samples}
         WHERE value IS NOT NULL AND isfinite(value) AND t0 <= t1
         GROUP BY ALL),
+    -- series with a sample over several minutes; in the others (15 s readings, 60 s rows)
+    -- every sample is one piece of one minute, straight to the GROUP BY as it always was
+    wide AS (SELECT {k} FROM s GROUP BY ALL HAVING max(l - f) > 0),
     -- a..b: the sample's minutes no other sample touches (samples before it in this order
     -- end by max(l) of them, samples after it start at the next f or later)
     x AS (
@@ -82,9 +85,12 @@ def per_minute_sql(
                greatest(f, coalesce(max(l) OVER (
                    {order} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), f - 1) + 1) AS a,
                least(l, coalesce(lead(f) OVER ({order}), l + 1) - 1) AS b
-        FROM s),
+        FROM (SELECT * FROM s SEMI JOIN wide USING ({k}))),
     own AS (SELECT {k}, {span("a", "b")} AS minute, value FROM x WHERE a <= b),
     shared AS (
+        SELECT {k}, t0, t1, value, f AS minute FROM (SELECT * FROM s ANTI JOIN wide USING ({k}))
+        WHERE f BETWEEN {lo} AND {hi}
+        UNION ALL
         SELECT {k}, t0, t1, value, {span("f", "l")} AS minute FROM x WHERE a > b
         UNION ALL
         SELECT {k}, t0, t1, value, {span("f", "a - 1")} AS minute FROM x WHERE a <= b AND f < a
