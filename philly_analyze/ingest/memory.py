@@ -24,7 +24,7 @@ import duckdb
 
 from philly_analyze.errors import InputFormatError
 from philly_analyze.progress import human_bytes
-from philly_analyze.store import sql_literal
+from philly_analyze.store import DUCKDB_FLUSH_ROWS, sql_literal
 
 #: The environment variable; ``--memory-limit`` overrides it.
 ENV = "PHILLY_MEMORY_LIMIT"
@@ -33,6 +33,11 @@ MB = 1_000_000
 DEFAULT_FRACTION = 0.25
 DEFAULT_MIN = 256 * MB
 DEFAULT_MAX = 2_000 * MB
+#: Rows a partitioned COPY buffers per open partition before a flush: DuckDB's default, or
+#: fewer under a small limit (``configure``; ``Batch.copy_query`` then makes row groups no
+#: larger), so the rows a COPY holds before writing fit (about 1 KB a row at most).
+WRITE_ROW_BYTES = 1_000
+MIN_FLUSH_ROWS = 2_048
 #: Smaller is refused as a usage error (DuckDB itself needs a few MB for almost anything).
 SMALLEST = 1 * MB
 
@@ -114,6 +119,8 @@ def configure(con: duckdb.DuckDBPyConnection, limit: int, spill: Path) -> None:
     con.execute(f"SET temp_directory = {sql_literal(str(spill))}")
     con.execute("SET preserve_insertion_order = false")
     con.execute("SET enable_progress_bar_print = false")
+    rows = max(MIN_FLUSH_ROWS, min(DUCKDB_FLUSH_ROWS, limit // WRITE_ROW_BYTES))
+    con.execute(f"SET partitioned_write_flush_threshold = {rows}")
 
 
 def out_of_memory(source: str, doing: str, limit: int, e: BaseException) -> InputFormatError:

@@ -225,6 +225,7 @@ def ingest_paths(
         for run in sessions.values():
             for o in run.finish():
                 emit(o)
+        progress.finish()  # files read again for a rebuilt batch were added to the total
     finally:
         ctx.tracker = bar
         for run in sessions.values():
@@ -374,6 +375,8 @@ class _GroupedRun:
         self.replaced: set[str] = set()
         #: Under --input-format, the outcomes of the sources fed, given out by finish().
         self.pending: list[SourceOutcome] = []
+        #: Every source's outcome from feed(), to correct if the group cannot be finished.
+        self.fed: list[SourceOutcome] = []
         self.forced = False
         self._open = True
 
@@ -398,6 +401,7 @@ class _GroupedRun:
         outcome.seconds = time.perf_counter() - t0
         self.entries.append(_log_entry(src, self.fmt, res, outcome.seconds))
         self.replaced |= {p["batch_id"] for p in previous}
+        self.fed.append(outcome)
         return outcome
 
     def hold(self, src: Source, previous: list[dict]) -> None:
@@ -449,12 +453,17 @@ class _GroupedRun:
             extra = self.session.finish()
         except InputFormatError as e:  # out of memory assembling: nothing of the group kept
             self.abandon()
+            for o in self.fed:
+                if o.status == "ingested":
+                    o.status, o.rows, o.rejected = "skipped", {}, 0
+                    o.message = "not kept: its group could not be assembled (the error below)"
             n = len(self.entries)
+            files = f"the {n:,} {self.fmt.name} files" if n > 1 else f"the {self.fmt.name} file"
             failed = SourceOutcome(
-                f"({self.fmt.name}: assembled)",
+                e.source or f"({self.fmt.name}: assembled)",
                 self.fmt.name,
                 "error",
-                f"{e.format()} (nothing kept of the {n:,} {self.fmt.name} files of this run)",
+                f"{e.format()} (nothing kept of {files} of this run)",
             )
             return [*self.pending, *reread, *skipped, failed]
         # Rows a session rejected while assembling (written by the session itself).
