@@ -88,30 +88,45 @@ def find_conflicts(
     ).fetchone() or (0, 0)
     found = Clashes(duplicates=int(dup))
     if not groups:
+        con.execute("DROP TABLE clash")
         return found
     con.execute("DELETE FROM clash WHERE lo = hi")
     con.execute(f"INSERT INTO {CLASH_KEYS} SELECT {KEY} FROM clash")
+    # The conflicting samples, once (few), with their sources' names.
     con.register("clash_sources", pa.table({"src": range(len(sources)), "source": sources}))
-    bad = f"""SELECT s.*, c.lo, c.hi FROM {samples} s JOIN clash c USING ({KEY})
-              WHERE s.value IS NOT NULL AND isfinite(s.value)"""
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE bad AS
+            SELECT s.*, c.lo, c.hi, n.source FROM {samples} s JOIN clash c USING ({KEY})
+            JOIN clash_sources n USING (src)
+            WHERE s.value IS NOT NULL AND isfinite(s.value)"""
+    )
+    con.unregister("clash_sources")
+    con.execute("DROP TABLE clash")
     found.conflicts = batch.copy_query(
         "rejects",
         con,
-        f"""SELECT n.source, NULL AS line_no,
-                   format('conflict: samples of host {{}}, metric {{}} for [{{}}, {{}}) UTC '
-                          || 'differ ({{}} to {{}}): none kept', b.machine_id, b.metric,
-                          make_timestamp(b.t0), make_timestamp(b.t1), b.lo, b.hi) AS reason,
-                   concat_ws(',', b.machine_id, b.metric, make_timestamp(b.t0),
-                             make_timestamp(b.t1), b.value) AS raw
-            FROM ({bad}) b JOIN clash_sources n USING (src)
-            ORDER BY b.machine_id, b.metric, b.t0, b.t1, b.src""",
+        """SELECT source, NULL AS line_no,
+                  format('conflict: samples of host {}, metric {} for [{}, {}) UTC '
+                         || 'differ ({} to {}): none kept', machine_id, metric,
+                         make_timestamp(t0), make_timestamp(t1), lo, hi) AS reason,
+                  concat_ws(',', machine_id, metric, make_timestamp(t0),
+                            make_timestamp(t1), value) AS raw
+           FROM bad ORDER BY machine_id, metric, t0, t1, src""",
     )
-    found.series, host, metric, srcs = con.execute(
-        f"""SELECT count(*) OVER (), machine_id, metric, list(DISTINCT n.source ORDER BY n.source)
-            FROM ({bad}) b JOIN clash_sources n USING (src)
-            GROUP BY machine_id, metric ORDER BY machine_id, metric LIMIT 1"""
+    found.series = con.execute(
+        "SELECT count(*) FROM (SELECT DISTINCT machine_id, metric FROM bad)"
+    ).fetchall()[0][0]
+    host, metric = con.execute(
+        "SELECT machine_id, metric FROM bad ORDER BY machine_id, metric LIMIT 1"
     ).fetchall()[0]
-    con.unregister("clash_sources")
+    srcs = [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT source FROM bad WHERE machine_id = ? AND metric = ? ORDER BY 1",
+            [host, metric],
+        ).fetchall()
+    ]
+    con.execute("DROP TABLE bad")
     names = [Path(s.rsplit("!", 1)[-1]).name for s in srcs]
     more = ", ..." if len(names) > SHOWN_SOURCES else ""
     found.example = f"host {host}, metric {metric} from {', '.join(names[:SHOWN_SOURCES])}{more}"

@@ -27,12 +27,15 @@ from philly_analyze.ingest.resample import minute_span_sql, per_minute_sql
 from philly_analyze.store import Batch
 
 #: Memory per per-minute row of a part (bytes), for the part's budget: the rows are held by
-#: the resampling's GROUP BY and window, by the ``pm`` and ``gpu`` tables, and by the Parquet
-#: writers. Measured: parts of limit / 150 rows peaked at about the limit (16 MB to 2 GB).
+#: the resampling's GROUP BY and window, by the ``pm`` table and by the Parquet writers. With
+#: parts of (limit - RESERVE) / 150 rows the peak stayed under the limit from 8 MB to 2 GB.
 BYTES_PER_ROW = 150
+#: What DuckDB needs whatever the part's size (its threads' buffers and hash tables): at an
+#: 8 MB limit, parts of 17,000 rows ran out of memory and parts of 7,500 did not.
+RESERVE = 7_000_000
 #: Parts are never smaller than this many rows (a tiny limit then fails with one line, rather
 #: than running for hours in millions of parts).
-MIN_PART_ROWS = 20_000
+MIN_PART_ROWS = 2_000
 
 
 @dataclass
@@ -73,7 +76,7 @@ def plan(con: duckdb.DuckDBPyConnection, samples: str, budget: int) -> list[Part
 
 def budget_rows(limit: int) -> int:
     """Per-minute rows of one part under a memory limit of ``limit`` bytes."""
-    return max(MIN_PART_ROWS, limit // BYTES_PER_ROW)
+    return max(MIN_PART_ROWS, (limit - RESERVE) // BYTES_PER_ROW)
 
 
 class Router:
@@ -183,6 +186,10 @@ class Router:
         )
         self._write_tables(part)
         self._observe()
+        # Each table holds at least a block (256 KB) per column until dropped: under a small
+        # limit, the part's tables kept until the next one is made cost as much as its rows.
+        for t in ("pm", "series", "gmap"):
+            con.execute(f"DROP TABLE {t}")
 
     def _write(self, table: str, query: str, params: list, part: Part) -> None:
         self._add(table, self.stored.write(self.con, self.batch, table, query, params, part))
