@@ -75,7 +75,10 @@ def test_a_conflicting_export_in_a_later_run_is_rejected_not_added(
     notes = " ".join(out["notes"])
     assert "1 per-minute rows (gpu_util 1) equal rows the store already holds" in notes
     assert "1 per-minute rows (gpu_util 1) differ from the store's rows" in notes
-    assert "first: gpu0_util_copy.csv: host m5, gpu0_util (gpu_util) at 2017-10-03 07:08" in notes
+    assert (
+        "first: host m5, gpu0_util at 2017-10-03 07:08 UTC: 40.0 in gpu0_util_copy.csv, 10.0 in "
+        "the store): the stored rows kept, these in rejects" in notes
+    )
 
 
 def test_a_copy_under_another_name_adds_nothing(tmp_path: Path, store_dir: Path) -> None:

@@ -147,7 +147,7 @@ class Stored:
                           m.machine_id, m._series, ?, strftime(m.time, '%Y-%m-%d %H:%M'),
                           {here}, {there}) AS reason,
                    concat_ws(',', {", ".join(f"m.{c}" for c in (*keys, *values))}) AS raw,
-                   m.machine_id, m._series, m.time
+                   m.machine_id, m._series, m.time, {here} AS here, {there} AS there
             FROM met m WHERE NOT m._same"""
         n = batch.copy_query(
             "rejects", con, f"SELECT * FROM ({rows}) ORDER BY machine_id, _series, time", [table]
@@ -155,12 +155,17 @@ class Stored:
         self.conflicting[table] += n
         if not self.example:
             first = con.execute(
-                f"SELECT source, reason FROM ({rows}) ORDER BY machine_id, _series, time LIMIT 1",
+                f"""SELECT source, machine_id, _series, strftime(time, '%Y-%m-%d %H:%M'),
+                           here, there
+                    FROM ({rows}) ORDER BY machine_id, _series, time LIMIT 1""",
                 [table],
-            ).fetchone()
+            ).fetchall()
             if first:
-                name = Path(str(first[0]).rsplit("!", 1)[-1]).name
-                self.example = f"{name}: {first[1].removeprefix('conflict with the store: ')}"
+                source, host, series, when, new, old = first[0]
+                name = Path(str(source).rsplit("!", 1)[-1]).name
+                self.example = (
+                    f"host {host}, {series} at {when} UTC: {new} in {name}, {old} in the store"
+                )
 
     def notes(self, fmt: str) -> list[str]:
         """What the comparisons found, for the user."""
