@@ -43,7 +43,9 @@ def csv(path: Path, column: str, rows: list[tuple[str, float]]) -> Path:
 def test_a_conflicting_export_in_a_later_run_is_rejected_not_added(
     tmp_path: Path, store_dir: Path
 ) -> None:
-    first = csv(tmp_path / "a" / "m5" / "gpu0_util.csv", "gpu0_util", [("00:09", 10), ("00:10", 20)])
+    first = csv(
+        tmp_path / "a" / "m5" / "gpu0_util.csv", "gpu0_util", [("00:09", 10), ("00:10", 20)]
+    )
     r = ingest(store_dir, first)
     assert r.exit_code == 0, r.output
     # Another export of host m5's GPU 0: minute 07:08 differs (40, not 10), 07:09 is the same

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import duckdb
 import pytest
 from hypothesis import given, settings
@@ -83,9 +85,7 @@ def reference(samples: list[tuple[str, int, int, float]]) -> dict[tuple[str, int
             pieces = [(a // 60 * 60, 1.0)]
         else:
             start = a // 60 * 60
-            pieces = [
-                (t, float(min(b, t + 60) - max(a, t))) for t in range(start, b, 60) if t < b
-            ]
+            pieces = [(t, float(min(b, t + 60) - max(a, t))) for t in range(start, b, 60) if t < b]
         for t, w in pieces:
             acc = sums.setdefault((k, t), [0.0, 0.0])
             acc[0] += v * w
@@ -159,7 +159,7 @@ def test_the_sql_follows_the_rule_whole_and_by_windows(
     m0 = T0 // 60
     bounds = [m0 - 1, m0 + cut, *range(m0 + cut + width, m0 + 40, width), m0 + 40]
     pieces: dict = {}
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
+    for lo, hi in itertools.pairwise(bounds):
         part = run_window(samples, lo, hi)
         assert all(lo <= t // 60 < hi for _, t in part)
         pieces.update(part)

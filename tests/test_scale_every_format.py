@@ -64,7 +64,13 @@ def test_every_source_read_without_loss(history: tuple[Path, Path, dict]) -> Non
     out, _, summary = history
     assert summary["rejected"] == 0
     taken = {s["format"] for s in summary["sources"] if s["status"] == "ingested"}
-    assert {"philly_job_log", "philly_gpu_util", "yarn_rm_log", "framework_log", "ganglia_csv"} <= taken
+    assert {
+        "philly_job_log",
+        "philly_gpu_util",
+        "yarn_rm_log",
+        "framework_log",
+        "ganglia_csv",
+    } <= taken
     # Only the ground truth's own files are not taken.
     others = [s for s in summary["sources"] if s["status"] != "ingested"]
     assert others and all("ground_truth" in s["source"] for s in others)

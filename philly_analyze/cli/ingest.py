@@ -16,9 +16,9 @@ from rich.table import Table
 from philly_analyze.cli.ingest_output import OutcomePrinter
 from philly_analyze.cli.options import PathType, quiet_option, store_option
 from philly_analyze.errors import UserError, check_writable, writing
+from philly_analyze.ingest import memory
 from philly_analyze.ingest.formats import IngestContext, get_format, load_formats
 from philly_analyze.ingest.framework_ids import JOB_KEYS
-from philly_analyze.ingest import memory
 from philly_analyze.ingest.ganglia_hosts import parse_host_pattern
 from philly_analyze.ingest.pipeline import IngestReport, check_report, ingest_paths
 from philly_analyze.progress import human_bytes, stderr_console, track

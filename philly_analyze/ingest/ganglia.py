@@ -41,13 +41,13 @@ from philly_analyze.ingest import ganglia_xml as xml
 from philly_analyze.ingest import memory
 from philly_analyze.ingest.formats import Format, IngestContext, SkipSource, SourceResult, register
 from philly_analyze.ingest.ganglia_hosts import AUTO, FOLDER, HostNamer
+from philly_analyze.ingest.ganglia_route import Router
 from philly_analyze.ingest.ganglia_samples import (
     ReadStats,
     SampleSink,
     metric_rules,
     path_host_stem,
 )
-from philly_analyze.ingest.ganglia_route import Router
 from philly_analyze.ingest.ganglia_stored import Stored
 from philly_analyze.ingest.source import Source
 from philly_analyze.store import Batch, sql_literal
@@ -254,4 +254,6 @@ class _GangliaSession:
     def _group_name(self) -> str:
         """The sources of this run, for a message: the first and how many others."""
         more = len(self.sources) - 1
-        return self.sources[0] + (f" (and the {more:,} other {self.fmt.name} files)" if more else "")
+        return self.sources[0] + (
+            f" (and the {more:,} other {self.fmt.name} files)" if more else ""
+        )

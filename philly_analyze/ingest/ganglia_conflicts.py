@@ -92,6 +92,18 @@ def find_conflicts(
         return found
     con.execute("DELETE FROM clash WHERE lo = hi")
     con.execute(f"INSERT INTO {CLASH_KEYS} SELECT {KEY} FROM clash")
+    _reject(con, samples, sources, batch, found)
+    return found
+
+
+def _reject(
+    con: duckdb.DuckDBPyConnection,
+    samples: str,
+    sources: list[str],
+    batch: Batch,
+    found: Clashes,
+) -> None:
+    """The samples of the keys in ``clash`` to ``rejects``; counts and example in ``found``."""
     # The conflicting samples, once (few), with their sources' names.
     con.register("clash_sources", pa.table({"src": range(len(sources)), "source": sources}))
     con.execute(
@@ -130,4 +142,3 @@ def find_conflicts(
     names = [Path(s.rsplit("!", 1)[-1]).name for s in srcs]
     more = ", ..." if len(names) > SHOWN_SOURCES else ""
     found.example = f"host {host}, metric {metric} from {', '.join(names[:SHOWN_SOURCES])}{more}"
-    return found

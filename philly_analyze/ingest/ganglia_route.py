@@ -112,7 +112,9 @@ class Router:
             "CREATE TEMP TABLE tot_last (machine_id VARCHAR, time TIMESTAMPTZ, mem_total DOUBLE)"
         )
         con.execute("CREATE TEMP TABLE part_hosts (machine_id VARCHAR)")
-        con.register("run_sources", pa.table({"src": range(len(self.sources)), "source": self.sources}))
+        con.register(
+            "run_sources", pa.table({"src": range(len(self.sources)), "source": self.sources})
+        )
         for part in plan(con, samples, budget_rows(limit)):
             self._part(samples, part)
         for n in self.clashes.notes(self.fmt):
@@ -240,7 +242,9 @@ class Router:
         mem_free minute takes the latest mem_total at or before it, which may be in an
         earlier part of the host's time (``tot_last``)."""
         r = self.rules
-        total = "(SELECT machine_id, time, value AS mem_total FROM pm WHERE metric = ? AND value > 0)"
+        total = (
+            "(SELECT machine_id, time, value AS mem_total FROM pm WHERE metric = ? AND value > 0)"
+        )
         self._write(
             "mem_util",
             f"""WITH tot AS (SELECT * FROM {total}

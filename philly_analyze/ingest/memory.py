@@ -16,6 +16,7 @@ out, the source fails with one line naming it and this setting (``out_of_memory`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -77,10 +78,8 @@ def machine_memory() -> int | None:
     """Memory this process can use: physical memory, or the cgroup's limit when lower
     (a container); None when neither can be read."""
     sizes = []
-    try:
+    with contextlib.suppress(ValueError, OSError, AttributeError):
         sizes.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        pass
     for f in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         try:
             text = Path(f).read_text().strip()

@@ -12,10 +12,8 @@ it replaces the old one.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,15 +30,9 @@ from philly_analyze.ingest.formats import (
     detect,
     load_formats,
 )
+from philly_analyze.ingest.listing import listed, sources
 from philly_analyze.ingest.run_progress import RunProgress
-from philly_analyze.ingest.source import (
-    READ_ERRORS,
-    Source,
-    archive_members,
-    expand_paths,
-    file_source,
-    is_tar,
-)
+from philly_analyze.ingest.source import Source, file_source
 from philly_analyze.store import Batch, Store
 from philly_analyze.store_notes import store_notes
 
@@ -86,56 +78,6 @@ class IngestReport:
 OutcomeCallback = Callable[[SourceOutcome], None]
 
 
-def _listed(paths: Sequence[Path]) -> tuple[list[tuple[Path, bool]], int]:
-    """Every file under ``paths`` (``expand_paths``) and their bytes on disk, the run's
-    progress total (a file that cannot be looked at counts 0: it is reported when met)."""
-    files = list(expand_paths(list(paths)))
-    total = 0
-    for path, _ in files:
-        with contextlib.suppress(OSError):
-            if path.is_file():
-                total += path.stat().st_size
-    return files, total
-
-
-def _sources(
-    files: list[tuple[Path, bool]], progress: RunProgress
-) -> Iterator[tuple[Source | None, bool, str, str]]:
-    """(source, explicit, name, problem) for every file or archive member of ``files``."""
-    for path, explicit in files:
-        folder = False
-        try:  # a file may vanish, or be unreadable, between the walk and here
-            folder = path.is_dir()  # one inside a folder that could not be listed
-            if folder:
-                os.listdir(path)
-                continue
-            size = path.stat().st_size
-        except OSError as e:
-            why = (e.strerror or str(e)).lower()
-            yield None, explicit, str(path), f"cannot list this folder: {why}" if folder else why
-            continue
-        if size == 0:
-            yield None, explicit, str(path), "empty file"
-            continue
-        tar = is_tar(path)
-        progress.start(size, archive=tar)
-        if tar:
-            try:
-                # Members are an archive's contents, as files are a folder's: one of an
-                # unknown format is not taken (folded in the summary), not an error.
-                for member in archive_members(path, progress.archive_read):
-                    yield member, False, member.name, ""
-            except READ_ERRORS as e:
-                yield None, explicit, str(path), f"corrupt or truncated archive: {e}"
-            continue
-        try:
-            yield file_source(path), explicit, str(path), ""
-        except InputFormatError as e:
-            yield None, explicit, str(path), e.message
-        except OSError as e:  # no permission to read it (or it vanished)
-            yield None, explicit, str(path), f"cannot read: {(e.strerror or str(e)).lower()}"
-
-
 def _looks_binary(head: bytes) -> bool:
     if not head:
         return False
@@ -166,7 +108,7 @@ def ingest_paths(
     t0 = time.perf_counter()
     sessions: dict[str, _GroupedRun] = {}
     known = _KnownSources(store)
-    files, total = _listed([Path(p).absolute() for p in paths])
+    files, total = listed([Path(p).absolute() for p in paths])
     progress = RunProgress(ctx.tracker)
     progress.set_total(total)
     bar = ctx.tracker
@@ -179,7 +121,7 @@ def ingest_paths(
             on_outcome(o)
 
     try:
-        for src, explicit, name, problem in _sources(files, progress):
+        for src, explicit, name, problem in sources(files, progress):
             if src is None:
                 emit(SourceOutcome(name, None, "error" if explicit else "unknown", problem))
                 continue
