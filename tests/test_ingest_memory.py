@@ -188,3 +188,24 @@ def test_default_is_a_quarter_of_the_machine_within_bounds(
     monkeypatch.delenv(memory.ENV, raising=False)
     assert memory.default_limit() == limit
     assert memory.resolve(None) == (limit, "default")
+
+
+def test_out_of_memory_anywhere_else_is_one_line_too(
+    tmp_path: Path, store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where no verb names the source (here: counting the store's rows after the ingest),
+    DuckDB's OutOfMemoryException still ends the command with one line, not a traceback."""
+
+    def fail(self: Store) -> dict[str, int]:
+        raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate (test)")
+
+    monkeypatch.setattr(Store, "merged_row_counts", fail)
+    _csv(tmp_path / "m5" / "gpu0_util.csv", "gpu0_util", [(0, 10), (1, 20)])
+    r = ingest(store_dir, tmp_path / "m5")
+    assert r.exit_code == 1
+    assert isinstance(r.exception, SystemExit)
+    assert r.stderr.splitlines()[-1] == (
+        "error: out of memory in DuckDB (Out of Memory Error: could not allocate (test)): for "
+        "ingest, raise --memory-limit or PHILLY_MEMORY_LIMIT; else try a smaller input or fewer "
+        "at once"
+    )
