@@ -120,9 +120,7 @@ def test_out_of_memory_is_one_line_naming_the_file_and_the_setting(
     _csv(tmp_path / "m5" / "gpu0_util.csv", "gpu0_util", [(0, 10), (1, 20)])
     r = ingest(store_dir, tmp_path / "m5", "--memory-limit", "2MB")
     assert r.exit_code == 1
-    assert ("Traceback" not in r.output and r.exception is None) or isinstance(
-        r.exception, SystemExit
-    )
+    assert isinstance(r.exception, SystemExit) and "Traceback" not in r.output
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1
     assert errors[0].startswith(
