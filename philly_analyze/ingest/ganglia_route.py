@@ -115,7 +115,12 @@ class Router:
         con.register(
             "run_sources", pa.table({"src": range(len(self.sources)), "source": self.sources})
         )
-        for part in plan(con, samples, budget_rows(limit)):
+        budget = budget_rows(limit)
+        if self.stored.files:
+            # Comparing with the store holds a table's new rows and the stored ones beside the
+            # part's own tables: parts of a third.
+            budget = max(MIN_PART_ROWS, budget // 3)
+        for part in plan(con, samples, budget):
             self._part(samples, part)
         for n in self.clashes.notes(self.fmt):
             self.note(n)
