@@ -84,7 +84,9 @@ def test_jobs_attempts_placements_from_each_source(history: tuple[Path, Path, di
     with Store(store, read_only=True) as s:
         for t, n in want.items():
             assert s.scalar(f"SELECT count(*) FROM {t}") == n, t
-            by_source = dict(s.df(f"SELECT source, count(*) AS n FROM {t}_all GROUP BY 1").values)
+            by_source = dict(
+                s.df(f"SELECT source, count(*) AS n FROM internal.{t}_all GROUP BY 1").values
+            )
             assert by_source == {"philly_job_log": n, "yarn_rm_log": n}, t
 
 
