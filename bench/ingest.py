@@ -1,4 +1,5 @@
-"""Ingest of a public-trace-sized published trace vs DuckDB's own CSV/JSON -> Parquet.
+"""Ingest at the published trace's size: against DuckDB's own CSV/JSON -> Parquet, and in
+every raw format from a cold store (``_ingest_full.py``).
 
 Input: 117,325 jobs, 552 machines (321 x 2 GPUs + 231 x 8 GPUs), 75 days of per-minute
 gpu/cpu/mem utilization (~61M machine-minute rows, ~3.7 GB of cluster_gpu_util), written once
@@ -7,7 +8,8 @@ comma, NA, PDT/PST). Targets: within 1.5x of the baseline, peak RSS < 2 GB.
 
 Baseline and ingest run in turn PHILLY_BENCH_REPEAT times (default 3) and the ratio is that of
 the medians: on a shared 2-core machine one run of either side varies by 10-25%, which is as
-large as what is being measured. Set PHILLY_BENCH_DAYS to a smaller number for a quick run.
+large as what is being measured. Set PHILLY_BENCH_DAYS to a smaller number for a quick run. PHILLY_BENCH_INGEST_CASES picks
+the cases (default ``duckdb,full``: the comparison with DuckDB, then every raw format).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import duckdb
 
+from bench import _ingest_full
 from bench._util import SCRATCH, python_measured_cpu
 
 JOBS = 117_325
@@ -99,7 +102,18 @@ def _ours(store: Path) -> tuple[float, float, dict[str, float], int, float]:
     return secs, rss, by_file, rows, cpu
 
 
+CASES = os.environ.get("PHILLY_BENCH_INGEST_CASES", "duckdb,full").split(",")
+
+
 def run() -> None:
+    if "duckdb" in CASES:
+        run_against_duckdb()
+    if "full" in CASES:
+        print("\n### every raw format at the published trace's scale", flush=True)
+        _ingest_full.run()
+
+
+def run_against_duckdb() -> None:
     if not INPUT.exists():
         print(f"generating {DAYS}-day input in {INPUT} (once) ...", flush=True)
         _generate(INPUT)

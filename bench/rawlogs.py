@@ -9,7 +9,9 @@ Each parser runs ``philly-analyze ingest`` in a fresh process (so its peak RSS i
   300);
 - ``ganglia_csv``: ganglia-web exports, one per host and metric, 15 s steps (same size).
 
-Figures only; nothing is asserted. Set ``PHILLY_BENCH_DIR`` for the scratch folder.
+Printed per parser: MB/s, peak RSS, CPU seconds and CPU ms per MB (steadier than wall time on
+a shared machine), rows written. Figures only; nothing is asserted. Set ``PHILLY_BENCH_DIR``
+for the scratch folder. ``bench/_ingest_full.py`` compares its YARN and Ganglia steps with these.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import shutil
 import time
 from pathlib import Path
 
-from bench._util import SCRATCH, python_measured
+from bench._util import SCRATCH, python_measured_cpu
+from philly_analyze.store import Store
 
 RM = "org.apache.hadoop.yarn.server.resourcemanager"
 YARN_MB = int(os.environ.get("PHILLY_BENCH_YARN_MB", "1000"))
@@ -266,11 +269,14 @@ main(["ingest", *sys.argv[1:-1], "--store", sys.argv[-1], "-q", "--timezone", "U
 
 def _measure(label: str, inputs: list[Path], store: Path, nbytes: int, extra: str = "") -> None:
     shutil.rmtree(store, ignore_errors=True)
-    secs, rss, _ = python_measured(_INGEST, *map(str, inputs), str(store))
+    secs, rss, cpu, _ = python_measured_cpu(_INGEST, *map(str, inputs), str(store))
+    with Store(store, read_only=True) as s:
+        rows = int(s.scalar("SELECT coalesce(sum(rows), 0) FROM ingest_log"))
     mb = nbytes / 1e6
     print(
         f"{label:12s} {mb:8,.0f} MB in {secs:7.1f} s = {mb / secs:6.1f} MB/s, "
-        f"peak RSS {rss:6.0f} MB{extra}",
+        f"peak RSS {rss:6.0f} MB, CPU {cpu:6.1f} s ({cpu / mb * 1000:.0f} CPU ms/MB), "
+        f"{rows:,} rows ({rows / cpu:,.0f} rows per CPU s){extra}",
         flush=True,
     )
 

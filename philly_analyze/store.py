@@ -44,7 +44,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -72,6 +72,8 @@ PARQUET_OPTS: dict[str, Any] = {"compression": "zstd"}
 #: Rows per Parquet row group in DuckDB-written files: larger than DuckDB's default (122,880),
 #: which writes long time series faster (measured ~7% on cluster_gpu_util) and scans no slower.
 ROW_GROUP_ROWS = 1_000_000
+#: DuckDB's default ``partitioned_write_flush_threshold`` (rows).
+DUCKDB_FLUSH_ROWS = 524_288
 #: Where a batch stages its artefacts (inside its staging folder; not a table's name), and
 #: keeps the files they replace until its transaction has committed.
 ARTIFACT_STAGING = "_artifacts"
@@ -123,6 +125,9 @@ class Batch:
     log_entries: list[dict[str, Any]] = field(default_factory=list)
     #: Names of the artefacts staged (``write_artifact``), in order.
     artifacts: list[str] = field(default_factory=list)
+    #: Batches this one will replace when committed (set by ingest before a grouped format's
+    #: session assembles its rows): rows of theirs are not compared with this batch's.
+    replaces: set[str] = field(default_factory=set)
 
     def write(self, table: str, data: pa.Table | dict[str, Any]) -> int:
         """Append rows to ``table`` (conformed to its physical schema). Returns rows written."""
@@ -159,6 +164,7 @@ class Batch:
         )
         self._copies += 1
         target = self.staging / table / f"copy{self._copies}"
+        row_group = _row_group_rows(con)
         if t.partition_by_month:
             target.mkdir(parents=True, exist_ok=True)
             month = month_column or (
@@ -167,7 +173,7 @@ class Batch:
             sql = (
                 f"COPY (SELECT {cols}, {month}::INTEGER AS month "
                 f"FROM ({query})) TO {sql_literal(str(target))} "
-                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS}, "
+                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {row_group}, "
                 f"PARTITION_BY (month), "
                 f"FILENAME_PATTERN {sql_literal(self.batch_id + '-c' + str(self._copies) + '-{i}')}, "
                 f"OVERWRITE_OR_IGNORE true, RETURN_STATS false)"
@@ -177,7 +183,7 @@ class Batch:
             sql = (
                 f"COPY (SELECT {cols} FROM ({query})) TO "
                 f"{sql_literal(str(target / f'{self.batch_id}-c{self._copies}.parquet'))} "
-                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
+                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {row_group})"
             )
         rows = con.execute(sql, params or []).fetchall()
         written = int(rows[0][0]) if rows else 0
@@ -253,6 +259,16 @@ class Batch:
                 rel = Path("parquet") / table / month / f"{self.batch_id}-{len(out)}.parquet"
                 out.append((table, f, str(rel)))
         return out
+
+
+def _row_group_rows(con: duckdb.DuckDBPyConnection) -> int:
+    """Rows per row group of a COPY on ``con``: ``ROW_GROUP_ROWS``, or fewer when the
+    connection was given a small memory limit (``ingest/memory.py`` then lowers DuckDB's
+    partitioned-write flush threshold below its default): a COPY holds a row group in memory
+    before writing it, so it must fit too."""
+    row = con.execute("SELECT current_setting('partitioned_write_flush_threshold')").fetchone()
+    flush = int(row[0]) if row else DUCKDB_FLUSH_ROWS
+    return ROW_GROUP_ROWS if flush >= DUCKDB_FLUSH_ROWS else flush
 
 
 def _split_by_month(tbl: pa.Table) -> Iterator[tuple[str, pa.Table]]:
@@ -607,6 +623,21 @@ class Store:
         """The live Parquet files holding ``table``'s rows (for a long table, its wide files
         too)."""
         return [Path(f.path) for f in self._files_by_table().get(table, [])]
+
+    def files_of(
+        self, fmt: str, tables: Iterable[str], *, excluding: Collection[str] = ()
+    ) -> dict[str, list[Path]]:
+        """By table of ``tables``: the live Parquet files that sources of format ``fmt``
+        wrote, but those of the batches ``excluding``."""
+        by_table = self._files_by_table()
+        return {
+            t: [
+                Path(f.path)
+                for f in by_table.get(t, [])
+                if f.fmt == fmt and f.table == t and f.batch not in excluding
+            ]
+            for t in tables
+        }
 
     def has_rows(self, table: str) -> bool:
         """Whether the store holds any Parquet data for a table (cheap: reads the file list)."""

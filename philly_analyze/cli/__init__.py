@@ -92,6 +92,12 @@ class LazyGroup(click.Group):
             err = environment_error(e)
             if err is None and isinstance(e, MemoryError):
                 err = UserError("out of memory (try a smaller input or fewer at once)")
+            if err is None and _is_duckdb_out_of_memory(e):  # not a MemoryError
+                first = str(e).splitlines()[0] if str(e) else type(e).__name__
+                err = UserError(
+                    f"out of memory in DuckDB ({first}): for ingest, raise --memory-limit or "
+                    "PHILLY_MEMORY_LIMIT; else try a smaller input or fewer at once"
+                )
             if err is None:
                 raise
             click.echo(f"error: {err.format()}", err=True)
@@ -104,6 +110,13 @@ class LazyGroup(click.Group):
 def _exit_interrupted() -> None:
     click.echo("interrupted", err=True)
     sys.exit(130)
+
+
+def _is_duckdb_out_of_memory(e: BaseException) -> bool:
+    """DuckDB's OutOfMemoryException (an OperationalError, not a MemoryError) where no verb
+    caught it (ingest names the source: ``ingest/memory.py``)."""
+    duckdb = sys.modules.get("duckdb")
+    return duckdb is not None and isinstance(e, getattr(duckdb, "OutOfMemoryException", ()))
 
 
 def _is_query_interrupt(e: BaseException) -> bool:

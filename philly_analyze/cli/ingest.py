@@ -16,11 +16,12 @@ from rich.table import Table
 from philly_analyze.cli.ingest_output import OutcomePrinter
 from philly_analyze.cli.options import PathType, quiet_option, store_option
 from philly_analyze.errors import UserError, check_writable, writing
+from philly_analyze.ingest import memory
 from philly_analyze.ingest.formats import IngestContext, get_format, load_formats
 from philly_analyze.ingest.framework_ids import JOB_KEYS
 from philly_analyze.ingest.ganglia_hosts import parse_host_pattern
 from philly_analyze.ingest.pipeline import IngestReport, check_report, ingest_paths
-from philly_analyze.progress import stderr_console, track
+from philly_analyze.progress import human_bytes, stderr_console, track
 from philly_analyze.store import Store, created_or_nothing
 from philly_analyze.timeutil import (
     DEFAULT_ORIGIN,
@@ -44,6 +45,14 @@ def _origin(ctx: click.Context, param: click.Parameter, value: str) -> datetime:
         return parse_origin(value)
     except ValueError as e:
         raise click.BadParameter(f"{value!r}: {e} (an ISO time or 'epoch')") from None
+
+
+def _memory_limit(ctx: click.Context, param: click.Parameter, value: str | None) -> int:
+    try:
+        limit, _ = memory.resolve(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    return limit
 
 
 def _host_pattern(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -80,6 +89,7 @@ Examples:
   philly-analyze ingest rfold_philly_arrivals.csv --origin 2017-08-07T00:00:00-07:00 \\
       --store rfold-store
   philly-analyze ingest slurm-logs/ --framework-job-key filename --store slurm-store
+  philly-analyze ingest logs/ --memory-limit 1GB
   philly-analyze ingest sample_data/ --store demo-store --format json | jq .rows_in_store
 
 \b
@@ -160,6 +170,15 @@ input format's name is the former spelling of --input-format, still accepted.
     show_default=True,
     help="GPU type of the throughputs column used for Gavel trace durations.",
 )
+@click.option(
+    "--memory-limit",
+    metavar="SIZE",
+    callback=_memory_limit,
+    help="Memory DuckDB may use for sorting, assembling and resampling (e.g. 500MB, 4GB); beyond "
+    f"it, it spills to the store's staging folder and splits the work. Default: ${memory.ENV}, "
+    f"else a quarter of this machine's memory between {human_bytes(memory.DEFAULT_MIN)} and "
+    f"{human_bytes(memory.DEFAULT_MAX)} (here {human_bytes(memory.default_limit())}).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Deprecated: --format json.")
 @click.option(
     "-v", "--verbose", is_flag=True, help="A line for every file (grouped formats are folded)."
@@ -179,6 +198,7 @@ def command(
     origin: datetime,
     gavel_throughputs: Path | None,
     gavel_gpu: str,
+    memory_limit: int,
     as_json: bool,
     verbose: bool,
     quiet: bool,
@@ -211,6 +231,7 @@ def command(
             origin=origin,
             gavel_throughputs=gavel_throughputs,
             gavel_gpu=gavel_gpu,
+            memory_limit=memory_limit,
         )
         report = ingest_paths(
             store, paths, ctx=ctx, replace=replace, force_format=force, on_outcome=printer

@@ -51,11 +51,30 @@ class _Group:
     reason: str
     names: list[str] = field(default_factory=list)
     outcomes: list[SourceOutcome] = field(default_factory=list)
-    rows: dict[str, int] = field(default_factory=dict)
-    rejected: int = 0
     #: Bytes that were not text, and the files holding them.
     not_text_bytes: int = 0
     not_text_files: int = 0
+    #: The group's "(fmt: assembled)" outcomes (rows written when the group finished).
+    assembled: list[SourceOutcome] = field(default_factory=list)
+
+    def settle(self) -> None:
+        """Drop the sources no longer ingested: a group that could not be finished (out of
+        memory assembling) turns its sources' outcomes to skipped after they arrived."""
+        kept = [o for o in self.outcomes if o.status == self.status]
+        self.names = [short(o.name) for o in kept]
+        self.outcomes = kept
+
+    @property
+    def rows(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for o in (*self.outcomes, *self.assembled):
+            for t, n in o.rows.items():
+                out[t] = out.get(t, 0) + n
+        return out
+
+    @property
+    def rejected(self) -> int:
+        return sum(o.rejected for o in (*self.outcomes, *self.assembled))
 
 
 class OutcomePrinter:
@@ -82,12 +101,11 @@ class OutcomePrinter:
         reason = "" if o.status == "ingested" else o.message
         status = "ingested" if assembled else o.status
         g = self.groups.setdefault((status, o.format, reason), _Group(status, o.format, reason))
-        if not assembled:
+        if assembled:
+            g.assembled.append(o)
+        else:
             g.names.append(short(o.name))
             g.outcomes.append(o)
-        for t, n in o.rows.items():
-            g.rows[t] = g.rows.get(t, 0) + n
-        g.rejected += o.rejected
         if o.not_text_bytes:
             g.not_text_bytes += o.not_text_bytes
             g.not_text_files += 1
@@ -95,7 +113,8 @@ class OutcomePrinter:
     def flush(self) -> None:
         """Print the folded groups (call once, after the last outcome)."""
         for g in self.groups.values():
-            if not g.names and not g.rows:
+            g.settle()
+            if not g.names and not any(g.rows.values()):
                 continue
             fold_above = FOLD_ABOVE if g.status == "ingested" else FOLD_NOT_TAKEN_ABOVE
             if len(g.names) <= fold_above:

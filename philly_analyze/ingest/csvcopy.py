@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import duckdb
 
 from philly_analyze.errors import InputFormatError
+from philly_analyze.ingest import memory
 from philly_analyze.ingest.csvguard import LineGuard
 from philly_analyze.ingest.source import Source
 from philly_analyze.progress import NullTracker, Tracker
@@ -97,12 +98,16 @@ def copy_csv(
     *,
     timezone: str,
     tracker: Tracker | None = None,
+    memory_limit: int | None = None,
 ) -> tuple[int, int]:
-    """Read ``source`` with ``spec`` into ``batch``. Returns (rows written, rows rejected)."""
+    """Read ``source`` with ``spec`` into ``batch``. Returns (rows written, rows rejected).
+    ``memory_limit``: DuckDB's, bytes (``memory.py``); it spills to the batch's staging."""
     tracker = tracker or NullTracker()
     guard = LineGuard(len(spec.columns))
     try:
-        return _run(source, batch, spec, timezone, tracker, guard, strict=True)
+        return _run(
+            source, batch, spec, timezone, tracker, guard, strict=True, memory_limit=memory_limit
+        )
     except duckdb.InvalidInputException as e:
         if "unparsable time" not in str(e):
             raise _format_error(source, e) from e
@@ -110,7 +115,9 @@ def copy_csv(
         if "unparsable time" not in str(e):
             raise _format_error(source, e) from e
     # Rare path: some time did not parse. Read again, skipping such rows, and locate them.
-    written, rejected = _run(source, batch, spec, timezone, NullTracker(), guard, strict=False)
+    written, rejected = _run(
+        source, batch, spec, timezone, NullTracker(), guard, strict=False, memory_limit=memory_limit
+    )
     guarded = {r.line_no for r in guard.rejects}  # rejected already
     bad = 0
     for line_no, line in source.text_lines():
@@ -150,8 +157,11 @@ def _run(
     guard: LineGuard,
     *,
     strict: bool,
+    memory_limit: int | None = None,
 ) -> tuple[int, int]:
     con = connect()
+    if memory_limit is not None:
+        memory.configure(con, memory_limit, batch.staging / "spill")
     try:
         return _run_on(con, source, batch, spec, timezone, tracker, guard, strict=strict)
     finally:

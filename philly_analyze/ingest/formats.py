@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from philly_analyze.ingest.memory import default_limit
 from philly_analyze.ingest.source import Source
 from philly_analyze.progress import NullTracker, Tracker
 from philly_analyze.store import Batch
@@ -53,6 +54,8 @@ class IngestContext:
     #: Gavel throughputs JSON for trace durations, and its GPU column (gavel.py).
     gavel_throughputs: Path | None = None
     gavel_gpu: str = "v100"
+    #: DuckDB memory limit, bytes (``memory.py``: --memory-limit, PHILLY_MEMORY_LIMIT).
+    memory_limit: int = field(default_factory=default_limit)
 
     def note(self, message: str) -> None:
         self.notes.append(message)

@@ -13,7 +13,9 @@ Five formats, each grouped (all files of a format in one ``ingest`` call form on
 Readers (``ganglia_xml``, ``ganglia_text``) stream samples to Parquet (host-less exports get
 their host from the file name or folder, ``ganglia_hosts``); ``finish()`` sets aside samples
 that sources disagree on (``ganglia_conflicts``), resamples every series to one row per minute
-with the one rule of ``resample.py`` and routes metrics (``data/ganglia_metrics.json``):
+with the one rule of ``resample.py``, leaves out rows the store holds from earlier runs
+(``ganglia_stored``) and routes metrics (``data/ganglia_metrics.json``), in parts of hosts and
+time that fit the memory limit (``ganglia_route``, ``memory``):
 
 - ``gpu{i}_util`` -> ``gpu_util`` (gpu_idx i); other ``gpu{i}_<m>`` -> ``gpu_metrics`` (metric m);
 - ``cpu_util`` = 100 - ``cpu_idle`` (``cpu_user + cpu_system`` for hosts without cpu_idle),
@@ -36,21 +38,20 @@ import duckdb
 
 from philly_analyze.ingest import ganglia_text as text
 from philly_analyze.ingest import ganglia_xml as xml
+from philly_analyze.ingest import memory
 from philly_analyze.ingest.formats import Format, IngestContext, SkipSource, SourceResult, register
-from philly_analyze.ingest.ganglia_conflicts import without_conflicts
 from philly_analyze.ingest.ganglia_hosts import AUTO, FOLDER, HostNamer
+from philly_analyze.ingest.ganglia_route import Router
 from philly_analyze.ingest.ganglia_samples import (
     ReadStats,
     SampleSink,
     metric_rules,
     path_host_stem,
 )
-from philly_analyze.ingest.resample import per_minute_sql
+from philly_analyze.ingest.ganglia_stored import Stored
 from philly_analyze.ingest.source import Source
 from philly_analyze.store import Batch, sql_literal
 
-#: DuckDB memory for resampling; it spills to the staging folder beyond that.
-RESAMPLE_MEMORY = "400MB"
 Reader = Callable[[Source, SampleSink, IngestContext, Batch], ReadStats]
 
 
@@ -236,82 +237,27 @@ class _GangliaSession:
         )
 
     def _route(self, con: duckdb.DuckDBPyConnection) -> dict[str, int]:
-        r = metric_rules()
-        con.execute("SET TimeZone = 'UTC'")
-        con.execute(f"SET memory_limit = {sql_literal(RESAMPLE_MEMORY)}")
-        con.execute(f"SET temp_directory = {sql_literal(str(self.dir / 'spill'))}")
-        con.execute("SET preserve_insertion_order = false")
-        samples, clashes = without_conflicts(
-            con, f"read_parquet({sql_literal(str(self.sink.path))})", self.sources, self.batch
-        )
-        for note in clashes.notes(self.fmt.name):
-            self.ctx.note(note)
-        con.execute(f"CREATE TABLE pm AS {per_minute_sql(samples, ['machine_id', 'metric'])}")
-        con.execute(
-            "CREATE TABLE gpu AS SELECT time, machine_id, "
-            "CAST(regexp_extract(metric, ?, 1) AS SMALLINT) AS gpu_idx, "
-            "regexp_extract(metric, ?, 2) AS m, value FROM pm WHERE regexp_matches(metric, ?)",
-            [r["gpu_metric_regex"]] * 3,
-        )
-        util = r["gpu_util_suffix"]
-        b = self.batch
-        rows = {
-            "gpu_util": b.copy_query(
-                "gpu_util",
-                con,
-                "SELECT time, machine_id, gpu_idx, value AS util FROM gpu WHERE m = ?",
-                [util],
-            ),
-            "gpu_metrics": b.copy_query(
-                "gpu_metrics",
-                con,
-                "SELECT time, machine_id, gpu_idx, m AS metric, value FROM gpu WHERE m <> ?",
-                [util],
-            ),
-        }
-        busy_a, busy_b = r["cpu_busy_fallback"]
-        rows["cpu_util"] = b.copy_query(
-            "cpu_util",
+        limit = self.ctx.memory_limit
+        memory.configure(con, limit, self.dir / "spill")
+        router = Router(
             con,
-            """SELECT time, machine_id, greatest(0, least(100, coalesce(100 - idle, a + b))) AS util
-               FROM (SELECT time, machine_id,
-                            max(value) FILTER (WHERE metric = ?) AS idle,
-                            max(value) FILTER (WHERE metric = ?) AS a,
-                            max(value) FILTER (WHERE metric = ?) AS b
-                     FROM pm WHERE metric IN (?, ?, ?) GROUP BY time, machine_id)
-               WHERE coalesce(100 - idle, a + b) IS NOT NULL""",
-            [r["cpu_idle"], busy_a, busy_b, r["cpu_idle"], busy_a, busy_b],
+            self.batch,
+            self.fmt.name,
+            self.sources,
+            Stored.of(self.batch, self.fmt.name),
+            self.ctx.note,
         )
-        # gmond sends mem_total only when it changes or every 20 min (TMAX 1200): each mem_free
-        # minute takes the latest mem_total at or before it.
-        rows["mem_util"] = b.copy_query(
-            "mem_util",
-            con,
-            """WITH tot AS (SELECT machine_id, time, value AS mem_total FROM pm
-                            WHERE metric = ? AND value > 0),
-                    fr AS (SELECT machine_id, time, value AS mem_free FROM pm WHERE metric = ?)
-               SELECT fr.time, fr.machine_id, tot.mem_total, fr.mem_free
-               FROM fr ASOF JOIN tot ON fr.machine_id = tot.machine_id AND fr.time >= tot.time""",
-            [r["mem_total"], r["mem_free"]],
+        samples = f"read_parquet({sql_literal(str(self.sink.path))})"
+        try:
+            return router.run(samples, limit)
+        except duckdb.OutOfMemoryException as e:
+            raise memory.out_of_memory(
+                self._group_name(), "resampling Ganglia samples", limit, e
+            ) from None
+
+    def _group_name(self) -> str:
+        """The sources of this run, for a message: the first and how many others."""
+        more = len(self.sources) - 1
+        return self.sources[0] + (
+            f" (and the {more:,} other {self.fmt.name} files)" if more else ""
         )
-        rows["host_metrics"] = b.copy_query(
-            "host_metrics",
-            con,
-            "SELECT time, machine_id, metric, value FROM pm "
-            "WHERE NOT regexp_matches(metric, ?) AND metric NOT IN (?, ?)",
-            [r["gpu_metric_regex"], r["mem_total"], r["mem_free"]],
-        )
-        rows["machine_observations"] = b.copy_query(
-            "machine_observations",
-            con,
-            """SELECT pm.machine_id, coalesce(g.n, 0) AS observed_num_gpus,
-                      min(pm.time) AS first_seen, max(pm.time) AS last_seen, ? AS source
-               FROM pm LEFT JOIN (SELECT machine_id, max(gpu_idx) + 1 AS n FROM gpu
-                                  WHERE m = ? AND value IS NOT NULL GROUP BY machine_id) g
-                    USING (machine_id)
-               GROUP BY pm.machine_id, g.n""",
-            [self.fmt.name, util],
-        )
-        if clashes.conflicts:
-            rows["rejects"] = clashes.conflicts  # counted as rejected, not as rows
-        return rows

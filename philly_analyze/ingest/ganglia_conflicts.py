@@ -29,13 +29,20 @@ SHOWN_SOURCES = 3
 
 @dataclass
 class Clashes:
-    """What ``without_conflicts`` found."""
+    """What ``find_conflicts`` found (summed over the parts of a run with ``add``)."""
 
     duplicates: int = 0
     conflicts: int = 0
     series: int = 0
     #: The first conflicting series and its sources, for the note.
     example: str = ""
+
+    def add(self, other: Clashes) -> None:
+        """Count ``other`` (a later part: its example comes after this one's) in this."""
+        self.duplicates += other.duplicates
+        self.conflicts += other.conflicts
+        self.series += other.series
+        self.example = self.example or other.example
 
     def notes(self, fmt: str) -> list[str]:
         out = []
@@ -55,14 +62,22 @@ class Clashes:
         return out
 
 
-def without_conflicts(
+#: The table of conflicting sample keys that ``find_conflicts`` fills; resample without them.
+CLASH_KEYS = "clash_keys"
+
+
+def find_conflicts(
     con: duckdb.DuckDBPyConnection, samples: str, sources: list[str], batch: Batch
-) -> tuple[str, Clashes]:
+) -> Clashes:
     """Find duplicates and conflicts among ``samples`` (a relation with ``SAMPLE_SCHEMA``
-    columns; ``src`` indexes ``sources``), write the conflicting samples to ``rejects`` and
-    return the relation without them."""
+    columns; ``src`` indexes ``sources``), write the conflicting samples to ``rejects`` and add
+    their keys to the table ``CLASH_KEYS`` (``ANTI JOIN clash_keys USING (KEY)`` leaves the
+    samples to keep). Samples of one key must all be in one call's ``samples``."""
     con.execute(
-        f"""CREATE TABLE clash AS
+        f"CREATE TEMP TABLE IF NOT EXISTS {CLASH_KEYS} AS SELECT {KEY} FROM {samples} LIMIT 0"
+    )
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE clash AS
             SELECT {KEY}, count(*) AS n, min(value) AS lo, max(value) AS hi FROM {samples}
             WHERE value IS NOT NULL AND isfinite(value) AND t0 <= t1
             GROUP BY ALL HAVING count(*) > 1"""
@@ -73,29 +88,57 @@ def without_conflicts(
     ).fetchone() or (0, 0)
     found = Clashes(duplicates=int(dup))
     if not groups:
-        return samples, found
+        con.execute("DROP TABLE clash")
+        return found
     con.execute("DELETE FROM clash WHERE lo = hi")
+    con.execute(f"INSERT INTO {CLASH_KEYS} SELECT {KEY} FROM clash")
+    _reject(con, samples, sources, batch, found)
+    return found
+
+
+def _reject(
+    con: duckdb.DuckDBPyConnection,
+    samples: str,
+    sources: list[str],
+    batch: Batch,
+    found: Clashes,
+) -> None:
+    """The samples of the keys in ``clash`` to ``rejects``; counts and example in ``found``."""
+    # The conflicting samples, once (few), with their sources' names.
     con.register("clash_sources", pa.table({"src": range(len(sources)), "source": sources}))
-    bad = f"""SELECT s.*, c.lo, c.hi FROM {samples} s JOIN clash c USING ({KEY})
-              WHERE s.value IS NOT NULL AND isfinite(s.value)"""
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE bad AS
+            SELECT s.*, c.lo, c.hi, n.source FROM {samples} s JOIN clash c USING ({KEY})
+            JOIN clash_sources n USING (src)
+            WHERE s.value IS NOT NULL AND isfinite(s.value)"""
+    )
+    con.unregister("clash_sources")
+    con.execute("DROP TABLE clash")
     found.conflicts = batch.copy_query(
         "rejects",
         con,
-        f"""SELECT n.source, NULL AS line_no,
-                   format('conflict: samples of host {{}}, metric {{}} for [{{}}, {{}}) UTC '
-                          || 'differ ({{}} to {{}}): none kept', b.machine_id, b.metric,
-                          make_timestamp(b.t0), make_timestamp(b.t1), b.lo, b.hi) AS reason,
-                   concat_ws(',', b.machine_id, b.metric, make_timestamp(b.t0),
-                             make_timestamp(b.t1), b.value) AS raw
-            FROM ({bad}) b JOIN clash_sources n USING (src)
-            ORDER BY b.machine_id, b.metric, b.t0, b.t1, b.src""",
+        """SELECT source, NULL AS line_no,
+                  format('conflict: samples of host {}, metric {} for [{}, {}) UTC '
+                         || 'differ ({} to {}): none kept', machine_id, metric,
+                         make_timestamp(t0), make_timestamp(t1), lo, hi) AS reason,
+                  concat_ws(',', machine_id, metric, make_timestamp(t0),
+                            make_timestamp(t1), value) AS raw
+           FROM bad ORDER BY machine_id, metric, t0, t1, src""",
     )
-    found.series, host, metric, srcs = con.execute(
-        f"""SELECT count(*) OVER (), machine_id, metric, list(DISTINCT n.source ORDER BY n.source)
-            FROM ({bad}) b JOIN clash_sources n USING (src)
-            GROUP BY machine_id, metric ORDER BY machine_id, metric LIMIT 1"""
-    ).fetchone() or (0, "", "", [])
+    found.series = con.execute(
+        "SELECT count(*) FROM (SELECT DISTINCT machine_id, metric FROM bad)"
+    ).fetchall()[0][0]
+    host, metric = con.execute(
+        "SELECT machine_id, metric FROM bad ORDER BY machine_id, metric LIMIT 1"
+    ).fetchall()[0]
+    srcs = [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT source FROM bad WHERE machine_id = ? AND metric = ? ORDER BY 1",
+            [host, metric],
+        ).fetchall()
+    ]
+    con.execute("DROP TABLE bad")
     names = [Path(s.rsplit("!", 1)[-1]).name for s in srcs]
     more = ", ..." if len(names) > SHOWN_SOURCES else ""
     found.example = f"host {host}, metric {metric} from {', '.join(names[:SHOWN_SOURCES])}{more}"
-    return f"(SELECT * FROM {samples} ANTI JOIN clash USING ({KEY}))", found

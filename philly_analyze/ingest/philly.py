@@ -494,7 +494,12 @@ class _CsvSession:
         except InputFormatError as e:
             raise InputFormatError(e.message, source=source.name, line=e.line) from None
         written, rejected = copy_csv(
-            source, self.batch, spec, timezone=self.ctx.timezone, tracker=self.ctx.tracker
+            source,
+            self.batch,
+            spec,
+            timezone=self.ctx.timezone,
+            tracker=self.ctx.tracker,
+            memory_limit=self.ctx.memory_limit,
         )
         table = schemas.logical_table(spec.table)
         rows = {table: written}

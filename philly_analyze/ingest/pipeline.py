@@ -12,13 +12,15 @@ it replaces the old one.
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
+
 from philly_analyze.errors import InputFormatError, UserError
+from philly_analyze.ingest import memory
 from philly_analyze.ingest.formats import (
     Format,
     IngestContext,
@@ -28,14 +30,9 @@ from philly_analyze.ingest.formats import (
     detect,
     load_formats,
 )
-from philly_analyze.ingest.source import (
-    READ_ERRORS,
-    Source,
-    archive_members,
-    expand_paths,
-    file_source,
-    is_tar,
-)
+from philly_analyze.ingest.listing import listed, sources
+from philly_analyze.ingest.run_progress import RunProgress
+from philly_analyze.ingest.source import Source, file_source
 from philly_analyze.ingest.textbytes import (
     BINARY_SAMPLE,
     BINARY_SHARE,
@@ -104,40 +101,6 @@ class IngestReport:
 OutcomeCallback = Callable[[SourceOutcome], None]
 
 
-def _sources(paths: Sequence[Path]) -> Iterator[tuple[Source | None, bool, str, str]]:
-    """(source, explicit, name, problem) for every file or archive member under ``paths``."""
-    for path, explicit in expand_paths(list(paths)):
-        folder = False
-        try:  # a file may vanish, or be unreadable, between the walk and here
-            folder = path.is_dir()  # one inside a folder that could not be listed
-            if folder:
-                os.listdir(path)
-                continue
-            size = path.stat().st_size
-        except OSError as e:
-            why = (e.strerror or str(e)).lower()
-            yield None, explicit, str(path), f"cannot list this folder: {why}" if folder else why
-            continue
-        if size == 0:
-            yield None, explicit, str(path), "empty file"
-            continue
-        if is_tar(path):
-            try:
-                # Members are an archive's contents, as files are a folder's: one of an
-                # unknown format is not taken (folded in the summary), not an error.
-                for member in archive_members(path):
-                    yield member, False, member.name, ""
-            except READ_ERRORS as e:
-                yield None, explicit, str(path), f"corrupt or truncated archive: {e}"
-            continue
-        try:
-            yield file_source(path), explicit, str(path), ""
-        except InputFormatError as e:
-            yield None, explicit, str(path), e.message
-        except OSError as e:  # no permission to read it (or it vanished)
-            yield None, explicit, str(path), f"cannot read: {(e.strerror or str(e)).lower()}"
-
-
 def _binary(head: bytes) -> str:
     """Why a source is skipped as binary ("" when it is text). One wording for every such file,
     so that a folder of them folds into one line of the summary."""
@@ -174,6 +137,12 @@ def ingest_paths(
     t0 = time.perf_counter()
     sessions: dict[str, _GroupedRun] = {}
     known = _KnownSources(store)
+    files, total = listed([Path(p).absolute() for p in paths])
+    progress = RunProgress(ctx.tracker)
+    progress.set_total(total)
+    bar = ctx.tracker
+    if progress.shown:  # readers report the current file's bytes; the run's bar adds them up
+        ctx.tracker = progress
 
     def emit(o: SourceOutcome) -> None:
         report.outcomes.append(o)
@@ -181,7 +150,7 @@ def ingest_paths(
             on_outcome(o)
 
     try:
-        for src, explicit, name, problem in _sources([Path(p).absolute() for p in paths]):
+        for src, explicit, name, problem in sources(files, progress):
             if src is None:
                 emit(SourceOutcome(name, None, "error" if explicit else "unknown", problem))
                 continue
@@ -207,7 +176,7 @@ def ingest_paths(
             if fmt.grouped:
                 run = sessions.get(fmt.name)
                 if run is None:
-                    run = sessions[fmt.name] = _GroupedRun(store, fmt, ctx, known)
+                    run = sessions[fmt.name] = _GroupedRun(store, fmt, ctx, known, progress)
                     run.forced = force_format is not None
                 if unchanged and not replace:
                     run.hold(src, previous)
@@ -225,10 +194,13 @@ def ingest_paths(
                 emit(
                     _note_damage(_ingest_one(store, fmt, src, ctx, previous, replace, forced), src)
                 )
+        progress.finish()
         for run in sessions.values():
             for o in run.finish():
                 emit(o)
+        progress.finish()  # files read again for a rebuilt batch were added to the total
     finally:
+        ctx.tracker = bar
         for run in sessions.values():
             run.abandon()
     report.notes = ctx.notes + store_notes(store)
@@ -293,7 +265,6 @@ def _ingest_one(
 ) -> SourceOutcome:
     t0 = time.perf_counter()
     ctx.tracker.describe(f"{fmt.name}: {Path(src.name).name}")
-    ctx.tracker.update(completed=0, total=src.size)
     with store.batch() as batch:
         error: InputFormatError | None = None
         try:
@@ -304,6 +275,9 @@ def _ingest_one(
                 res.rows[t] = res.rows.get(t, 0) + n
         except SkipSource as e:
             return SourceOutcome(src.name, fmt.name, "skipped", str(e))
+        except duckdb.OutOfMemoryException as e:  # nothing of it is kept: the batch is dropped
+            oom = memory.out_of_memory(src.name, f"reading it as {fmt.name}", ctx.memory_limit, e)
+            return SourceOutcome(src.name, fmt.name, "error", oom.format())
         except InputFormatError as e:
             error = e
             res = SourceResult(rows=dict(batch.rows), rejected=batch.rejected)
@@ -352,11 +326,19 @@ class _GroupedRun:
     their recorded path when it still exists; otherwise a note says their rows were dropped).
     """
 
-    def __init__(self, store: Store, fmt: Format, ctx: IngestContext, known: _KnownSources):
+    def __init__(
+        self,
+        store: Store,
+        fmt: Format,
+        ctx: IngestContext,
+        known: _KnownSources,
+        progress: RunProgress,
+    ):
         self.store = store
         self.fmt = fmt
         self.ctx = ctx
         self.known = known
+        self.progress = progress
         #: Unchanged sources of this call: name -> earlier ingest_log rows.
         self.held: dict[str, list[dict]] = {}
         self._cm = store.batch()
@@ -366,13 +348,14 @@ class _GroupedRun:
         self.replaced: set[str] = set()
         #: Under --input-format, the outcomes of the sources fed, given out by finish().
         self.pending: list[SourceOutcome] = []
+        #: Every source's outcome from feed(), to correct if the group cannot be finished.
+        self.fed: list[SourceOutcome] = []
         self.forced = False
         self._open = True
 
     def feed(self, src: Source, previous: list[dict]) -> SourceOutcome:
         t0 = time.perf_counter()
         self.ctx.tracker.describe(f"{self.fmt.name}: {Path(src.name).name}")
-        self.ctx.tracker.update(completed=0, total=src.size)
         try:
             res = self.session.feed(src)
         except SkipSource as e:
@@ -392,6 +375,7 @@ class _GroupedRun:
         _note_damage(outcome, src)
         self.entries.append(_log_entry(src, self.fmt, res, outcome.seconds))
         self.replaced |= {p["batch_id"] for p in previous}
+        self.fed.append(outcome)
         return outcome
 
     def hold(self, src: Source, previous: list[dict]) -> None:
@@ -425,7 +409,9 @@ class _GroupedRun:
                         "(no longer on disk, or an archive member: ingest it again)"
                     )
                     continue
-                o = self.feed(file_source(path), prev)
+                src = file_source(path)
+                self.progress.extra(src.size or 0)
+                o = self.feed(src, prev)
                 again = "read again: its batch was rebuilt"
                 o.message = f"{again}; {o.message}" if o.message else again
                 out.append(o)
@@ -435,14 +421,26 @@ class _GroupedRun:
         skipped = [
             SourceOutcome(name, self.fmt.name, "skipped", "already ingested") for name in self.held
         ]
+        self.batch.replaces = set(self.replaced)
+        self.ctx.tracker.describe(f"{self.fmt.name}: assembling {len(self.entries):,} files")
         try:
             extra = self.session.finish()
         except InputFormatError as e:
-            # The group cannot be assembled (Gavel traces without throughputs): nothing of it
-            # is recorded, so a later run can ingest it; the other groups go on.
+            # The group cannot be assembled (out of memory, Gavel traces without throughputs):
+            # nothing of it is recorded, so a later run can ingest it; the other groups go on.
             self.abandon()
-            name = e.source or f"({self.fmt.name}: assembled)"
-            failed = SourceOutcome(name, self.fmt.name, "error", e.format())
+            for o in self.fed:
+                if o.status == "ingested":
+                    o.status, o.rows, o.rejected = "skipped", {}, 0
+                    o.message = "not kept: its group could not be assembled (the error below)"
+            n = len(self.entries)
+            files = f"the {n:,} {self.fmt.name} files" if n > 1 else f"the {self.fmt.name} file"
+            failed = SourceOutcome(
+                e.source or f"({self.fmt.name}: assembled)",
+                self.fmt.name,
+                "error",
+                f"{e.format()} (nothing kept of {files} of this run)",
+            )
             return [*self.pending, *reread, *skipped, failed]
         # Rows a session rejected while assembling (written by the session itself).
         rejected = extra.pop("rejects", 0)

@@ -179,10 +179,15 @@ class Source:
             raw = self.opener()
         else:
             raise InputFormatError("source cannot be re-read", source=self.name)
+        tracker = tracker or NullTracker()
+        if self.compression is not None:
+            # Progress counts the file's bytes on disk (what the run's total adds up, see
+            # run_progress.py), not the decompressed ones.
+            raw, tracker = _Counted(raw, tracker.advance), NullTracker()
         return HashingReader(
             _decompressing(raw, self.compression),
             self,
-            tracker or NullTracker(),
+            tracker,
             TextDamage() if count_damage else None,
         )
 
@@ -319,14 +324,18 @@ def is_tar(path: Path) -> bool:
         return False
 
 
-def archive_members(path: Path) -> Iterator[Source]:
+def archive_members(path: Path, on_read: Callable[[int], None] | None = None) -> Iterator[Source]:
     """Sources for the regular-file members of a tar archive, streamed in archive order.
 
     Each member must be consumed before the next is yielded (the archive is one stream).
-    Members are never written to disk; a re-read (rare error path) re-scans the archive."""
+    Members are never written to disk; a re-read (rare error path) re-scans the archive.
+    ``on_read`` is told how many bytes of the archive file are read (progress)."""
     st = path.stat()
     fp_base = f"{path}|{st.st_size}|{st.st_mtime_ns}"
-    with tarfile.open(path, mode="r|*") as tf:
+    raw: BinaryIO = open(path, "rb")  # noqa: SIM115 (closed with the archive below)
+    if on_read is not None:
+        raw = _Counted(raw, on_read)  # type: ignore[assignment]
+    with raw, tarfile.open(fileobj=raw, mode="r|*") as tf:
         for member in tf:
             if not member.isfile():
                 continue
@@ -371,6 +380,34 @@ def _member_stream(archive: Path, name: str) -> BinaryIO:
             if f is not None:
                 return f  # type: ignore[return-value]
     raise InputFormatError(f"member {name} not found on re-read", source=str(archive))
+
+
+class _Counted(io.RawIOBase):
+    """A raw stream that tells ``on_read`` how many bytes pass (before decompression)."""
+
+    def __init__(self, inner: BinaryIO, on_read: Callable[[int], None]):
+        self._inner = inner
+        self._on_read = on_read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.read(len(b))
+        n = len(data)
+        b[:n] = data
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._inner.read(size)
+        if data:
+            self._on_read(len(data))
+        return data
+
+    def close(self) -> None:
+        with suppress(Exception):
+            self._inner.close()
+        super().close()
 
 
 class _Chained(io.RawIOBase):

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from philly_analyze.bounds import TIME, excerpt
 from philly_analyze.errors import InputFormatError, UnreadableInputError
+from philly_analyze.ingest import memory
 from philly_analyze.ingest import yarn_assemble as asm
 from philly_analyze.ingest.formats import Format, IngestContext, SkipSource, SourceResult, register
 from philly_analyze.ingest.source import READ_ERRORS, Source
@@ -57,8 +58,6 @@ from philly_analyze.timeutil import fold_offset, localize_naive
 CHUNK_FACTS = 20_000
 #: A wall-clock time this much before the file's latest is the fall-back hour's second pass.
 FOLD_BACKSTEP = np.timedelta64(30 * 60 * 1_000_000, "us")
-#: DuckDB memory for assembly; it spills to the staging folder beyond that.
-ASSEMBLY_MEMORY = "400MB"
 _FIELDS_OF = operator.attrgetter(*FACT_FIELDS)
 #: Logger classes of the ResourceManager (the logger token right after the level).
 _RM_CLASSES = re.compile(
@@ -196,11 +195,14 @@ class _YarnSession:
         self.writer: pq.ParquetWriter | None = None
         self.files = 0
         self.kinds: Counter[str] = Counter()
+        #: The first source fed, for messages about the whole group.
+        self.first = ""
 
     # ------------------------------------------------------------------ feed
     def feed(self, source: Source) -> SourceResult:
         file_idx = self.files
         self.files += 1
+        self.first = self.first or source.name
         self._latest: np.datetime64 | None = None
         kinds: Counter[str] = Counter()
         rejected = 0
@@ -359,16 +361,20 @@ class _YarnSession:
         self.writer.close()
         # A database file, not memory: its tables can leave memory when the limit is reached.
         con = duckdb.connect(str(self.dir / "assemble.duckdb"))
+        limit = self.ctx.memory_limit
         try:
+            memory.configure(con, limit, self.dir / "spill")
             return self._assemble(con)
+        except duckdb.OutOfMemoryException as e:
+            more = f" (and the {self.files - 1:,} other RM logs)" * (self.files > 1)
+            raise memory.out_of_memory(
+                self.first + more, "assembling jobs from YARN logs", limit, e
+            ) from None
         finally:
             con.close()
 
     def _assemble(self, con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         con.execute("SET TimeZone = 'UTC'")
-        con.execute(f"SET memory_limit = {sql_literal(ASSEMBLY_MEMORY)}")
-        con.execute(f"SET temp_directory = {sql_literal(str(self.dir / 'spill'))}")
-        con.execute("SET preserve_insertion_order = false")
         facts = sql_literal(str(self.dir / "facts.parquet"))
         con.execute(f"CREATE VIEW raw_facts AS SELECT * FROM read_parquet({facts})")
         con.execute(f"CREATE TABLE fr AS {asm.facts_with_recovery('raw_facts')}")
