@@ -62,8 +62,9 @@ def after_queueing(
 ) -> JobPlan:
     """The plan with its run times rescaled on the scheduled finishes (module docstring):
     ``att_start``/``att_end`` are the first schedule's, per attempt of ``wl`` (-1: did not
-    run); ``cap`` the longest attempt. Carried-over and held jobs count for the offered load
-    only, as in ``workload``."""
+    run); ``cap`` the longest attempt. Held jobs (never scheduled) count nowhere, as in
+    ``workload``; carried-over jobs count like the others (the output shows their remaining
+    run, which is what an analysis of it counts)."""
     wait, complete, stretch = job_waiting(wl, att_start, att_end)
     cls = attempt_class(wl.att_outcome)
     floors = attempt_floors(cal, wl.att_outcome)
@@ -72,14 +73,13 @@ def after_queueing(
     base = wl.att_duration.astype(float)
     total = float((weight * base).sum())
     counted = complete & runs
-    job_status = np.asarray(wl.status).copy()
 
     def done(dur: np.ndarray) -> np.ndarray:
         run = np.bincount(wl.att_job, weights=dur * stretch, minlength=wl.num_jobs)
         return ((wl.submit + wait + run <= horizon) & counted)[wl.att_job]
 
     f = solve_factors(
-        cal, base, cls, floors, cap, weight, job_status[wl.att_job], done, total, stretch
+        cal, base, cls, floors, cap, weight, wl.status[wl.att_job], done, total, stretch
     )
     dur = np.round(scaled(base, f, cls, floors, cap)).astype(np.int64)
     scales = {k: v * float(f[i]) for i, (k, v) in enumerate(wl.scales.items())}
