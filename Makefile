@@ -47,7 +47,7 @@ bench: $(STAMP)
 # sample_data/: a small synthetic history (all formats + ground truth), same bytes every run.
 sample: $(STAMP)
 	$(BIN)/philly-analyze synth --out sample_data --force --quiet --jobs 300 --machines 8 \
-		--days 2 --start 2017-11-04 --seed 1 --ganglia-step 360
+		--days 2 --start 2017-11-04 --seed 3 --ganglia-step 360
 
 clean:
 	rm -rf $(VENV) $(STORE) $(OUT) build *.egg-info .pytest_cache .ruff_cache bench-out

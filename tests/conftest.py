@@ -11,6 +11,11 @@ from typing import NoReturn
 
 import pytest
 
+#: ``user_properties`` name of a text a test wants shown after the run (the slow calibration
+#: round trip's table): ``pytest_terminal_summary`` prints it, also without ``-s`` and under
+#: xdist (whose workers send each report's user_properties to the controller).
+SHOW = "show_after_run"
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT.parent / "shared" / "reference"
 SAMPLE_DATA = ROOT / "sample_data"
@@ -36,3 +41,18 @@ def reference() -> Path:
 def store_dir(tmp_path: Path) -> Path:
     """A fresh store directory path (not yet created)."""
     return tmp_path / "store"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the texts tests recorded under ``SHOW`` (passed or failed), after the run."""
+    shown = []
+    for key in ("passed", "failed"):
+        for rep in terminalreporter.stats.get(key, []):
+            for name, value in getattr(rep, "user_properties", ()):
+                if name == SHOW:
+                    shown.append((rep.nodeid, str(value)))
+    if shown:
+        terminalreporter.section("measured by the tests")
+        for nodeid, text in shown:
+            terminalreporter.write_line(nodeid)
+            terminalreporter.write_line(text)

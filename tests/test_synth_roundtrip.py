@@ -25,6 +25,7 @@ from click.testing import CliRunner
 
 from philly_analyze.cli import main
 from philly_analyze.store import Store
+from philly_analyze.synth.run import SynthConfig, synthesize
 
 BUCKETS = (
     "CASE WHEN size = 1 THEN '1' WHEN size <= 4 THEN '2-4' WHEN size <= 8 THEN '5-8' ELSE 'gt8' END"
@@ -149,6 +150,32 @@ def test_small_round_trip_status_and_utilization(small: tuple[Path, Path], refer
 def large(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     args = ["--jobs", "24000", "--machines", "150", "--days", "14", "--seed", "5"]
     return _synth_and_ingest(tmp_path_factory.mktemp("rt_large"), args, "philly,framework")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
+def test_table6_gpu_time_holds_for_every_seed(tmp_path: Path, reference: Path, seed: int) -> None:
+    """Table 6 from the ground truth of the large size (24,000 jobs, 150 servers, 14 days) for
+    several seeds, not only the round trip's: the run times are solved on the scheduled
+    finishes (synth/rescale.py), so the GPU-time shares among the jobs that finish hold
+    whatever the waits. (Solved on submission + run time, ignoring the queueing, seeds 0, 1
+    and 2 missed by 3.2-4.0 points: unsuccessful 14.52 vs 17.76 at seed 0.) About 10 s each;
+    GPU time = sum over attempts of (end - start) x GPUs, over jobs whose attempts all ended."""
+    out = tmp_path / "out"
+    synthesize(out, SynthConfig(jobs=24000, machines=150, days=14, seed=seed, formats=()))
+    jobs = pd.read_parquet(out / "ground_truth" / "jobs.parquet", columns=["job_id", "status"])
+    att = pd.read_parquet(out / "ground_truth" / "attempts.parquet")
+    att["gpu_s"] = (att.end_time - att.start_time).dt.total_seconds() * att.num_gpus
+    per_job = att.groupby("job_id").agg(
+        done=("end_time", lambda e: e.notna().all()), gpu_time=("gpu_s", "sum")
+    )
+    t6 = _table6(jobs.merge(per_job, left_on="job_id", right_index=True))
+    for r in _paper(reference, "table6_final_status.csv"):
+        if r["status"] == "total":
+            continue
+        st = r["status"]
+        assert t6.loc[st, "jobs_pct"] == pytest.approx(float(r["jobs_pct"]), abs=2), st
+        assert t6.loc[st, "gpu_time_pct"] == pytest.approx(float(r["gpu_time_pct"]), abs=2), st
 
 
 @pytest.mark.slow

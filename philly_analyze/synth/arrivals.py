@@ -91,8 +91,7 @@ def sample_arrivals(
     g_gpus = np.concatenate([p[0] for p in parts])
     counts = np.concatenate([p[1] for p in parts])
     g = len(counts)
-    vcs = wl["vcs"]
-    bucket_shares = np.asarray(vcs["bucket_shares"], dtype=float)
+    bucket_shares = np.asarray(wl["vcs"]["bucket_shares"], dtype=float)
     n_vc = bucket_shares.shape[0]
     vc_names = hex_names(rng, n_vc)
     g_bucket = bucket_of(g_gpus, FIG9_BUCKETS)
@@ -101,23 +100,8 @@ def sample_arrivals(
         sel = g_bucket == b
         p = bucket_shares[:, b]
         g_vc[sel] = rng.choice(n_vc, size=int(sel.sum()), p=p / p.sum())
-    shares = vc_job_shares(cal)
-    users = wl["users"]
-    n_users = max(
-        n_vc,
-        # Users scale with the window's jobs (the last segment).
-        round(users["users_at_full_scale"] * (segments[-1][2] / users["full_scale_jobs"]) ** 0.5),
-    )
-    users_per_vc = np.maximum(1, np.floor(shares / shares.sum() * (n_users - n_vc) + 1).astype(int))
-    user_names = hex_names(rng, int(users_per_vc.sum()))
-    user_base = np.concatenate([[0], np.cumsum(users_per_vc)[:-1]])
-    # Users of a VC are Zipf-weighted (a few heavy users): rank r has weight 1/r.
-    u_rank = np.empty(g, dtype=np.int64)
-    for v in np.unique(g_vc):
-        sel = g_vc == v
-        w = 1.0 / np.arange(1, users_per_vc[v] + 1)
-        u_rank[sel] = rng.choice(users_per_vc[v], size=int(sel.sum()), p=w / w.sum())
-    g_user = user_base[g_vc] + u_rank
+    # Users scale with the window's jobs (the last segment).
+    g_user, user_names = _group_users(cal, wl["users"], g_vc, n_vc, segments[-1][2], rng)
     g_time = _group_starts(
         arr,
         start_epoch,
@@ -151,13 +135,42 @@ def sample_arrivals(
     )
 
 
+def _group_users(
+    cal: Calibration,
+    users: dict,
+    g_vc: np.ndarray,
+    n_vc: int,
+    window_jobs: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Each group's user and the users' names: users scale with the square root of the
+    window's jobs, each VC has users in proportion to its jobs, and within a VC rank r is
+    drawn with weight r ** -zipf_exponent (a few heavy users)."""
+    shares = vc_job_shares(cal)
+    n_users = max(
+        n_vc,
+        round(users["users_at_full_scale"] * (window_jobs / users["full_scale_jobs"]) ** 0.5),
+    )
+    users_per_vc = np.maximum(1, np.floor(shares / shares.sum() * (n_users - n_vc) + 1).astype(int))
+    user_names = hex_names(rng, int(users_per_vc.sum()))
+    user_base = np.concatenate([[0], np.cumsum(users_per_vc)[:-1]])
+    a = float(users["zipf_exponent"])
+    u_rank = np.empty(len(g_vc), dtype=np.int64)
+    for v in np.unique(g_vc):
+        sel = g_vc == v
+        w = np.arange(1, users_per_vc[v] + 1, dtype=float) ** -a
+        u_rank[sel] = rng.choice(users_per_vc[v], size=int(sel.sum()), p=w / w.sum())
+    return user_base[g_vc] + u_rank, user_names
+
+
 def _groups(
     cal: Calibration, cluster: SynthCluster, arr: dict, num_jobs: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
     """GPUs and job count of each group; the counts sum to ``num_jobs``."""
-    # Sizes larger than half of the cluster's 8-GPU capacity are left out (renormalised).
+    # Sizes larger than a share of the cluster's 8-GPU capacity are left out (renormalised).
     big = int(cluster.gpus[cluster.gpus == cluster.largest].sum())
-    ok = cal.sizes <= max(cluster.largest, big // 2)
+    cut = float(cal.section("workload", "sizes")["largest_share_of_8gpu_capacity"])
+    ok = cal.sizes <= max(cluster.largest, int(big * cut))
     p_job = np.where(ok, cal.size_probs, 0.0)
     p_job /= p_job.sum()
     b = bucket_of(cal.sizes, FIG9_BUCKETS)

@@ -1,8 +1,9 @@
 """The round trip that checks the synthesizer's load calibration: synthesize the published job
 log, ingest it with the real parser, and measure with the report's own definitions what the
 calibration targets (``[targets]`` of ``data/synth_calibration.toml``): queueing delay of the
-jobs that ran (mean, median, p90 per GPU bucket: Figure 3 as percentiles), run time, and the
-per-minute share of active servers beside the real Philly node sequence.
+jobs that ran (mean, median, p90 per GPU bucket: Figure 3 as percentiles), run time, Table 6
+through the report's status section, and the per-minute share of active servers beside the
+real Philly node sequence (distribution, its top, hour-of-day and day-of-week profiles).
 
 Used by ``bench/synth_queueing.py`` (``make bench``) and the slow test in
 ``tests/test_synth_queueing.py``; both print ``format_round_trip``.
@@ -43,6 +44,9 @@ class RoundTrip:
     gpus_per_job: float
     #: Per-minute active-server share of the synthesized window (naive wall-clock index).
     active: pd.Series
+    #: The report's Table 6 (rows passed, killed, unsuccessful, total): jobs_pct,
+    #: gpu_time_pct and the paper's values beside them.
+    table6: pd.DataFrame
 
 
 def targets() -> dict[str, Any]:
@@ -59,7 +63,7 @@ def measure(store_path: Path, truth: Path) -> RoundTrip:
     from philly_analyze.store import Store
 
     with Store(store_path, read_only=True) as store:
-        rep = run(store, sections=["queueing"], vc_quotas=truth / "vc_quotas.csv")
+        rep = run(store, sections=["queueing", "status"], vc_quotas=truth / "vc_quotas.csv")
         rt = store.df(RUN_TIME_SQL).iloc[0]
         iv = store.df(INTERVALS_SQL)
         machines = store.df("SELECT machine_id FROM machines ORDER BY machine_id").machine_id
@@ -85,8 +89,14 @@ def measure(store_path: Path, truth: Path) -> RoundTrip:
     )
     times = pd.date_range(pd.Timestamp(int(t0), unit="s", tz="UTC"), periods=len(share), freq="min")
     active = pd.Series(share, index=times.tz_convert(win["timezone"]).tz_localize(None))
+    table6 = rep["status"].frame("table6").set_index("status")
     return RoundTrip(
-        queueing, float(rt.run_median_s), float(rt.run_mean_s), float(rt.gpus_per_job), active
+        queueing,
+        float(rt.run_median_s),
+        float(rt.run_mean_s),
+        float(rt.gpus_per_job),
+        active,
+        table6,
     )
 
 
@@ -122,17 +132,35 @@ def format_round_trip(rt: RoundTrip, real: pd.Series | None) -> str:
         )
     mean_ok = _within(q.loc["all", "mean_s"], t["queue_mean_s"], f)
     med_ok = _within(q.loc["all", "p50_s"], t["queue_median_s"], f)
-    order = q.loc[list(BUCKET_LABELS), "mean_s"].is_monotonic_increasing
-    lines.append(f"  mean {_ok(mean_ok)}, median {_ok(med_ok)}, mean rising with size {_ok(order)}")
+    rising = {c: q.loc[list(BUCKET_LABELS), c].is_monotonic_increasing for c in q.columns[1:]}
+    lines.append(
+        f"  mean {_ok(mean_ok)}, median {_ok(med_ok)}; rising with size (Figure 3): "
+        + ", ".join(f"{c.removesuffix('_s')} {_ok(v)}" for c, v in rising.items())
+    )
     lines.append(
         f"run time (s): median {rt.run_median_s:,.0f} (target {t['run_median_s']:,.0f} within "
         f"{f}x: {_ok(_within(rt.run_median_s, t['run_median_s'], f))}), mean "
-        f"{rt.run_mean_s:,.0f} (recomputed {t['run_mean_s']:,.0f}), {rt.gpus_per_job:.2f} GPUs "
-        f"per job (recomputed {t['gpus_per_job']})"
+        f"{rt.run_mean_s:,.0f} (recomputed {t['run_mean_s']:,.0f}, not a target), "
+        f"{rt.gpus_per_job:.2f} GPUs per job (recomputed {t['gpus_per_job']}, not a target)"
+    )
+    t6 = rt.table6
+    lines.append(
+        "Table 6 (report), % synthesized (paper): "
+        + "; ".join(
+            f"{st} jobs {t6.loc[st, 'jobs_pct']:.2f} ({t6.loc[st, 'paper_jobs_pct']:.2f}) "
+            f"GPU time {t6.loc[st, 'gpu_time_pct']:.2f} ({t6.loc[st, 'paper_gpu_time_pct']:.2f})"
+            for st in ("passed", "killed", "unsuccessful")
+        )
     )
     lines.append(f"active-server share per minute: synthesized {_share(rt.active)}")
     if real is not None:
         lines.append(f"                                real Philly {_share(real)}")
+        got, want = occupancy.summary(rt.active), occupancy.summary(real)
+        lines.append(
+            "  profile shapes (largest difference once each is taken relative to its mean): "
+            f"hour of day {occupancy.shape_gap(got['by_hour'], want['by_hour']):.3f}, "
+            f"day of week {occupancy.shape_gap(got['by_weekday'], want['by_weekday']):.3f}"
+        )
     return "\n".join(lines)
 
 
@@ -148,4 +176,9 @@ def _share(s: pd.Series) -> str:
     sm = occupancy.summary(s)
     q = " ".join(f"p{round(k * 100)} {v:.3f}" for k, v in sm["quantiles"].items())
     h = sm["by_hour"]
-    return f"mean {sm['mean']:.3f}  {q}  hourly means {h.min():.3f}-{h.max():.3f}"
+    w = " ".join(f"{v:.2f}" for v in sm["by_weekday"])
+    return (
+        f"mean {sm['mean']:.3f}  {q}  max {sm['max']:.3f}, every server active "
+        f"{sm['all_active_minutes']:,} min; hourly means {h.min():.3f}-{h.max():.3f}; "
+        f"Mon-Sun {w}"
+    )

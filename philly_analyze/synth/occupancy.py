@@ -77,8 +77,9 @@ def from_ground_truth(truth: Path) -> pd.Series:
 
 
 def summary(share: pd.Series) -> dict[str, Any]:
-    """Mean, quantiles, mean by hour of day and by day of a per-minute share series (index:
-    naive wall-clock times)."""
+    """Mean, quantiles, largest value, minutes with every server active, mean by hour of day,
+    by day of the week (Monday first) and by day of a per-minute share series (index: naive
+    wall-clock times)."""
     idx = pd.DatetimeIndex(share.index)
     return {
         "minutes": len(share),
@@ -86,9 +87,18 @@ def summary(share: pd.Series) -> dict[str, Any]:
         "quantiles": {
             q: float(v) for q, v in zip(QUANTILES, share.quantile(list(QUANTILES)), strict=True)
         },
+        "max": float(share.max()),
+        "all_active_minutes": int((share >= 1.0 - 1e-9).sum()),
         "by_hour": share.groupby(idx.hour).mean().to_numpy(),
+        "by_weekday": share.groupby(idx.day_of_week).mean().to_numpy(),
         "by_day": share.groupby(idx.normalize()).mean().to_numpy(),
     }
+
+
+def shape_gap(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest difference between two profiles (e.g. ``by_hour``) once each is taken relative
+    to its own mean: how far apart their shapes are, whatever their levels."""
+    return float(np.abs((a - a.mean()) - (b - b.mean())).max())
 
 
 def plot(real: pd.Series, synth: pd.Series, path: Path, synth_label: str = "synthesized") -> None:

@@ -30,12 +30,19 @@ import numpy as np
 import pyarrow as pa
 
 from philly_analyze import __version__
-from philly_analyze.synth import calibration, history, render_ganglia, render_philly, truth
+from philly_analyze.synth import (
+    calibration,
+    history,
+    render_ganglia,
+    render_philly,
+    rescale,
+    truth,
+)
 from philly_analyze.synth.clock import Clock
-from philly_analyze.synth.cluster import build_cluster
-from philly_analyze.synth.schedule import POLICY, schedule
+from philly_analyze.synth.cluster import SynthCluster, build_cluster
+from philly_analyze.synth.schedule import POLICY, Schedule, schedule
 from philly_analyze.synth.timeseries import MinuteModel
-from philly_analyze.synth.workload import Window, sample_workload
+from philly_analyze.synth.workload import JobPlan, Window, attempt_cap, sample_workload
 from philly_analyze.timeutil import DEFAULT_TIMEZONE
 from philly_analyze.vcquota import STORE_QUOTA_FILE, write_quotas
 
@@ -95,13 +102,7 @@ def synthesize(out: Path, config: SynthConfig, progress: Progress | None = None)
     cal = calibration.load()
     seeds = np.random.SeedSequence(config.seed).spawn(8)
     rngs = [np.random.default_rng(s) for s in seeds]
-    window = Window.from_date(config.start, config.days, config.timezone)
-    say("sampling the workload")
-    cluster = build_cluster(cal, config.machines, rngs[0])
-    wl = sample_workload(cal, cluster, window, config.jobs, rngs[1])
-    say(f"scheduling {wl.num_jobs:,} jobs ({config.scheduler})")
-    params = cal.section("scheduler", POLICY).get("params", {})
-    sch = schedule(wl, cluster, window.seconds, int(seeds[2].generate_state(1)[0]), params)
+    cluster, window, wl, sch = plan_and_schedule(cal, config, seeds, rngs, say)
     hist = history.realize(cal, cluster, window, wl, sch, rngs[3])
     clock = Clock(window)
     res = SynthResult(out=out)
@@ -153,6 +154,32 @@ def synthesize(out: Path, config: SynthConfig, progress: Progress | None = None)
     res.files["ground_truth"].append(quotas)
     res.seconds = time.perf_counter() - t_start
     return res
+
+
+def plan_and_schedule(
+    cal: calibration.Calibration,
+    config: SynthConfig,
+    seeds: list[np.random.SeedSequence],
+    rngs: list[np.random.Generator],
+    say: Progress,
+) -> tuple[SynthCluster, Window, JobPlan, Schedule]:
+    """The cluster, the window, the jobs and their schedule (``synthesize``'s random streams:
+    ``rngs[0]`` the cluster, ``rngs[1]`` the workload, ``seeds[2]`` the scheduler)."""
+    window = Window.from_date(config.start, config.days, config.timezone)
+    say("sampling the workload")
+    cluster = build_cluster(cal, config.machines, rngs[0])
+    wl = sample_workload(cal, cluster, window, config.jobs, rngs[1])
+    say(f"scheduling {wl.num_jobs:,} jobs ({config.scheduler})")
+    params = cal.section("scheduler", POLICY).get("params", {})
+    sched_seed = int(seeds[2].generate_state(1)[0])
+    sch = schedule(wl, cluster, window.seconds, sched_seed, params, causes=False)
+    # Table 6's GPU-time shares among the jobs that finish depend on their waits: run times
+    # solved again on the scheduled finishes, then scheduled again (synth/rescale.py).
+    wl = rescale.after_queueing(
+        cal, wl, sch.att_start, sch.att_end, window.seconds, attempt_cap(cal, window)
+    )
+    sch = schedule(wl, cluster, window.seconds, sched_seed, params)
+    return cluster, window, wl, sch
 
 
 def prepare_out(out: Path, force: bool) -> None:

@@ -110,15 +110,17 @@ def schedule(
     horizon: int,
     seed: int,
     params: Mapping[str, Any] | None = None,
+    causes: bool = True,
 ) -> Schedule:
     """Schedule the plan on ``cluster`` with the replay engine's ``philly`` policy
-    (``params``: its parameters, e.g. the calibration's ``[scheduler.philly]``); the result
-    cut at ``horizon`` seconds (the window's end)."""
+    (``params``: its parameters, e.g. the calibration's ``[scheduler.philly]``); the waits
+    cut at ``horizon`` seconds (the window's end) and, with ``causes``, split by cause (else
+    the schedule has no wait rows: a draft schedule only its times are read from)."""
     from philly_analyze.sim import simulate
 
     quotas = vc_quotas(wl, cluster)
     res = simulate(replay_inputs(wl), cluster, POLICY, quotas, dict(params or {}), seed)
-    return _to_schedule(res, wl, cluster, quotas, horizon)
+    return _to_schedule(res, wl, cluster, quotas, horizon, causes)
 
 
 def _job_index(col: Any) -> np.ndarray:
@@ -141,6 +143,7 @@ def _to_schedule(
     cluster: SynthCluster,
     quotas: dict[str, int],
     horizon: int,
+    causes: bool = True,
 ) -> Schedule:
     """The replay's attempts, placements and waits in the plan's terms (attempt rows of the
     plan, machine indexes, whole seconds), with the waits split by cause."""
@@ -166,11 +169,16 @@ def _to_schedule(
     cancel = np.where(wl.withdraw >= 0, wl.submit + wl.withdraw, -1).astype(np.int64)
     start_us = np.zeros(n_att, np.int64)
     start_us[row] = a.column("start_time").cast("int64").to_numpy()
-    waits = _waits(res.waiting, wl, start_us, att_start, horizon)
-    quota = [quotas.get(v, 0) for v in wl.vc_names]
-    w_job, w_att, ws, we, secs, cause = split_causes(
-        waits, att_start, att_end, off, pm[order], wl, cluster, quota
-    )
+    if causes:
+        waits = _waits(res.waiting, wl, start_us, att_start, horizon)
+        quota = [quotas.get(v, 0) for v in wl.vc_names]
+        w_job, w_att, ws, we, secs, cause = split_causes(
+            waits, att_start, att_end, off, pm[order], wl, cluster, quota
+        )
+    else:
+        none = np.zeros(0, dtype=np.int64)
+        w_job, w_att, ws, we = none, none.astype(np.int32), none, none
+        secs, cause = none.astype(np.float64), none.astype(np.int8)
     return Schedule(
         att_start=att_start,
         att_end=att_end,

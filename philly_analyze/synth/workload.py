@@ -20,6 +20,7 @@ of ``--start`` in the cluster's zone). The model (see ``calibration``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,10 +107,15 @@ class JobPlan:
 def lead_in_seconds(cal: Calibration, window: Window) -> int:
     """Length of the lead-in before the window: the longest an attempt may run (the duration
     cap), so the jobs running at the window's start are those of a cluster in steady state."""
-    d = cal.section("workload", "durations")
     if not cal.section("workload", "load").get("warm_start", True):
         return 0
-    return int(min(d["max_days"] * 86400.0, d["max_fraction_of_window"] * window.seconds))
+    return int(attempt_cap(cal, window))
+
+
+def attempt_cap(cal: Calibration, window: Window) -> float:
+    """The longest an attempt may run: a share of the window, at most ``max_days``."""
+    d = cal.section("workload", "durations")
+    return float(min(d["max_days"] * 86400.0, d["max_fraction_of_window"] * window.seconds))
 
 
 def sample_workload(
@@ -130,9 +136,7 @@ def sample_workload(
     arr = sample_arrivals(
         cal, cluster, window.start_epoch - lead, span, window.timezone, segments, rng
     )
-    d = cal.section("workload", "durations")
-    cap = min(d["max_days"] * 86400.0, d["max_fraction_of_window"] * window.seconds)
-    full = _jobs(cal, cluster, arr, span, lead, cap, rng)
+    full = _jobs(cal, cluster, arr, span, lead, attempt_cap(cal, window), rng)
     return _carry_over(cal, full, lead, num_jobs, rng)
 
 
@@ -338,21 +342,23 @@ def _vc_factors(
 ) -> np.ndarray:
     """Per VC, the factor on final run times that gives each VC its share of the GPU time
     (``[workload.vcs] gpu_time_shares``; failed attempts keep Table 7's runtimes). A few
-    fixed-point steps; factors kept within [1/50, 50] so a VC of a handful of jobs in a small
-    run cannot take extreme run times."""
-    target = np.asarray(cal.section("workload", "vcs")["gpu_time_shares"], dtype=float)
+    fixed-point steps; factors kept within ``factor_bounds`` so a VC of a handful of jobs in a
+    small run cannot take extreme run times."""
+    vcs = cal.section("workload", "vcs")
+    target = np.asarray(vcs["gpu_time_shares"], dtype=float)
+    f_lo, f_hi = (float(x) for x in vcs["factor_bounds"])
     n_vc = len(target)
     live = runs[att_job]
     gt = gpus[att_job] * raw * live
     avc = vc[att_job]
     f = np.ones(n_vc)
-    for _ in range(20):
-        scaled = np.where(fin, gt * f[avc], gt)
-        have = np.bincount(avc, weights=scaled, minlength=n_vc)
+    for _ in range(int(vcs["factor_iterations"])):
+        with_f = np.where(fin, gt * f[avc], gt)
+        have = np.bincount(avc, weights=with_f, minlength=n_vc)
         present = have > 0
         share = have / have.sum()
         want = target * present / (target * present).sum()
-        f = np.where(present, np.clip(f * want / np.maximum(share, 1e-12), 0.02, 50.0), 1.0)
+        f = np.where(present, np.clip(f * want / np.maximum(share, 1e-12), f_lo, f_hi), 1.0)
     return f
 
 
@@ -377,44 +383,92 @@ def _scale_durations(
     Jobs that cannot finish in the window (their run time from submission passes its end) are
     left out of the shares, as an analysis of the output must leave them out (long killed jobs
     would otherwise be under-represented); so are the lead-in's jobs (submitted before
-    ``window_from``: only the few still running at the window's start are kept, cut). Solved by
-    damped fixed-point iteration; ``runs`` masks the jobs that will be scheduled at all."""
-    d = cal.section("workload", "durations")
+    ``window_from``: only the few still running at the window's start are kept, cut). Finishes
+    are estimated without queueing here: ``rescale.after_queueing`` corrects the factors on the
+    scheduled finishes. ``runs`` masks the jobs that will be scheduled at all."""
+    load = cal.section("workload", "load")["offered_load"]
+    target = load * cluster.total_gpus * seconds
+    live = runs[att_job]
+    n = gpus[att_job].astype(float) * live
+    counted = (submit >= window_from) & runs
+
+    def done(dur: np.ndarray) -> np.ndarray:
+        finish = submit + np.bincount(att_job, weights=dur, minlength=len(submit))
+        return ((finish <= seconds) & counted)[att_job]
+
+    f = solve_factors(
+        cal,
+        raw,
+        attempt_class(outcome),
+        attempt_floors(cal, outcome),
+        cap,
+        n,
+        status[att_job],
+        done,
+        target,
+    )
+    dur = scaled(raw, f, attempt_class(outcome), attempt_floors(cal, outcome), cap)
+    scales = {"passed_final": float(f[0]), "killed_final": float(f[1]), "failed": float(f[2])}
+    return np.round(dur).astype(np.int64), scales
+
+
+def attempt_class(outcome: np.ndarray) -> np.ndarray:
+    """Scale class of each attempt: 0 passed final, 1 killed final, 2 failed."""
+    return np.where(outcome == A_FAILED, 2, outcome).astype(np.int64)
+
+
+def attempt_floors(cal: Calibration, outcome: np.ndarray) -> np.ndarray:
+    """Shortest run time of each attempt: a final attempt's, or a failed one's."""
+    floor_fin = float(cal.section("workload", "durations")["min_seconds"])
+    floor_fail = float(cal.section("failures")["min_seconds"])
+    return np.where(outcome == A_FAILED, floor_fail, floor_fin)
+
+
+def scaled(
+    base: np.ndarray, f: np.ndarray, cls: np.ndarray, floors: np.ndarray, cap: float
+) -> np.ndarray:
+    """Run times ``base`` times their class's factor, within [floor, cap]."""
+    return np.clip(base * f[cls], floors, cap)
+
+
+def solve_factors(
+    cal: Calibration,
+    base: np.ndarray,
+    cls: np.ndarray,
+    floors: np.ndarray,
+    cap: float,
+    weight: np.ndarray,
+    att_status: np.ndarray,
+    done: Callable[[np.ndarray], np.ndarray],
+    total: float,
+    stretch: np.ndarray | None = None,
+) -> np.ndarray:
+    """The three class factors (``attempt_class``) on run times ``base`` that make the GPU
+    time ``weight`` x run time sum to ``total`` and Table 6's GPU-time shares hold over the
+    attempts ``done(run times)`` counts (``stretch``: how much longer each attempt runs than
+    planned, for the shares; 1 when absent). Damped fixed-point iteration, with the damping and
+    the bounds on the factors' ratios of the data file's ``[workload.durations.solver]``."""
     share = cal.section("status", "gpu_time_pct")
     s = np.array([share["passed"], share["killed"], share["unsuccessful"]]) / 100.0
     s /= s.sum()
-    load = cal.section("workload", "load")["offered_load"]
-    target = load * cluster.total_gpus * seconds
-    floor_fin = float(d["min_seconds"])
-    floor_fail = float(cal.section("failures")["min_seconds"])
-    floors = np.where(outcome == A_FAILED, floor_fail, floor_fin)
-    live = runs[att_job]
-    n = gpus[att_job].astype(float) * live
-    jst = status[att_job]
-    cls = np.where(outcome == A_FAILED, 2, outcome)  # 0 passed final, 1 killed final, 2 failed
+    sv = cal.section("workload", "durations", "solver")
+    lo = np.array([1.0, sv["killed_ratio"][0], sv["failed_ratio"][0]])
+    hi = np.array([1.0, sv["killed_ratio"][1], sv["failed_ratio"][1]])
+    st = np.ones(len(base)) if stretch is None else stretch
     f = np.ones(3)
-
-    def durations(f: np.ndarray) -> np.ndarray:
-        return np.clip(raw * f[cls], floors, cap)
-
-    for _ in range(60):
-        gt = n * durations(f)
-        f *= target / max(gt.sum(), 1e-9)
-        dur = durations(f)
-        finish = submit + np.bincount(att_job, weights=dur, minlength=len(submit))
-        done = ((finish <= seconds) & (submit >= window_from))[att_job] & live
-        by_status = np.bincount(jst[done], weights=(n * dur)[done], minlength=3)
+    for _ in range(int(sv["iterations"])):
+        f *= total / max((weight * scaled(base, f, cls, floors, cap)).sum(), 1e-9)
+        dur = scaled(base, f, cls, floors, cap)
+        sel = done(dur)
+        by_status = np.bincount(att_status[sel], weights=(weight * dur * st)[sel], minlength=3)
         if (by_status <= 0).any():
             break
-        adj = (s / (by_status / by_status.sum())) ** 0.8
+        adj = (s / (by_status / by_status.sum())) ** float(sv["damping"])
         f *= adj
         # Small windows cannot always meet the shares: keep the factors within plausible
-        # ratios (killed runs 0.5-10x passed ones, failures 0.1-10x) rather than degenerate.
-        f[1] = np.clip(f[1], 0.5 * f[0], 10 * f[0])
-        f[2] = np.clip(f[2], 0.1 * f[0], 10 * f[0])
-        if np.abs(adj - 1).max() < 2e-4:
+        # ratios of the passed jobs' factor rather than degenerate.
+        f[1:] = np.clip(f[1:], lo[1:] * f[0], hi[1:] * f[0])
+        if np.abs(adj - 1).max() < float(sv["tolerance"]):
             break
-    f *= target / max((n * durations(f)).sum(), 1e-9)
-    dur = durations(f)
-    scales = {"passed_final": float(f[0]), "killed_final": float(f[1]), "failed": float(f[2])}
-    return np.round(dur).astype(np.int64), scales
+    f *= total / max((weight * scaled(base, f, cls, floors, cap)).sum(), 1e-9)
+    return f
