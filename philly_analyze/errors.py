@@ -1,21 +1,43 @@
-"""Errors the user can fix. The CLI prints them on one line and exits 1 (no traceback)."""
+"""Errors the user can fix, and the exit status of every way a command ends.
+
+The CLI prints a ``UserError`` on one line (no traceback) and exits with its ``exit_code``,
+an ``ExitStatus``: the one list of the codes the package exits with."""
 
 from __future__ import annotations
 
+import difflib
+import enum
 import errno
 import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+
+class ExitStatus(enum.IntEnum):
+    """How ``philly-analyze`` ends: every exit of the package uses one of these."""
+
+    #: The command did what was asked.
+    OK = 0
+    #: Bad input (a file that cannot be read, a store that cannot be opened) or a failed run:
+    #: one line naming the file and line.
+    FAILED = 1
+    #: A command line that cannot mean anything (click's usage errors exit 2 too).
+    USAGE = 2
+    #: Some runs of a sweep failed; the others completed and were written (a re-run retries
+    #: only the failed ones). Not 1, so a script can tell "results, but incomplete" apart.
+    PARTIAL = 3
+    #: Ctrl-C (128 + SIGINT, as shells report a process ended by the signal).
+    INTERRUPTED = 130
 
 
 class UserError(Exception):
     """A problem with the user's input or environment, with a message that says how to fix it."""
 
-    exit_code = 1
+    exit_code: ExitStatus = ExitStatus.FAILED
 
     def __init__(self, message: str, *, source: str | None = None, line: int | None = None):
         self.message = message
@@ -66,7 +88,41 @@ class UsageError(UserError):
     """A command line that cannot mean anything, found after parsing (a metric no run has):
     exit 2, as click's usage errors."""
 
-    exit_code = 2
+    exit_code = ExitStatus.USAGE
+
+
+class PartialFailure(UserError):
+    """Some runs of a sweep failed and the others completed: ``ExitStatus.PARTIAL``."""
+
+    exit_code = ExitStatus.PARTIAL
+
+
+#: How many names an "unknown ..." message suggests, at most.
+CLOSEST = 5
+
+
+def closest(name: str, known: Iterable[str], n: int = CLOSEST) -> list[str]:
+    """Known names most like ``name``, best first: those it is a prefix of (names typed short,
+    VC hashes), then difflib's close matches. The one suggestion helper of the package."""
+    known = list(known)
+    prefixed = [k for k in known if k.lower().startswith(name.lower())] if name else []
+    similar = difflib.get_close_matches(name, known, n=n)
+    return list(dict.fromkeys(prefixed + similar))[:n]
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean X?)`` naming the known name closest to ``name``, or "" when none is
+    close."""
+    hint = closest(name, known, n=1)
+    return f" (did you mean {hint[0]}?)" if hint else ""
+
+
+def unknown_name(what: str, name: str, known: Iterable[str]) -> UsageError:
+    """The usage error for a name that is not one of ``known`` (a policy, a report section):
+    ``unknown policy 'phily' (did you mean philly?); choose from philly, relaxed, ...``."""
+    known = list(known)
+    choices = ", ".join(known) if known else "none"
+    return UsageError(f"unknown {what} {name!r}{did_you_mean(name, known)}; choose from {choices}")
 
 
 class UnwritableError(UserError):

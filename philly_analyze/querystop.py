@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
+from philly_analyze.errors import ExitStatus
+
 #: How long the verb has to end by itself after a Ctrl-C before the process is ended.
 GRACE_SECONDS = 1.0
 
@@ -146,5 +148,5 @@ def _end_process(ended: threading.Event) -> None:
                         cleanup()
                 with suppress(OSError):
                     os.write(2, b"\ninterrupted\n")
-                os._exit(130)
+                os._exit(ExitStatus.INTERRUPTED)
         time.sleep(0.05)

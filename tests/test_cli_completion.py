@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import skip_unless_strict
+
 BIN = Path(sys.executable).parent
 ENTRY = BIN / "philly-analyze"
 
@@ -33,10 +35,11 @@ def test_completion_script(shell: str, marker: str) -> None:
     assert marker in _script(shell)
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
 def test_bash_completes_verbs_and_section_names() -> None:
     """The README's `eval` line, then what bash does on <TAB> after `philly-analyze rep` and
     after `report --section q`."""
+    if shutil.which("bash") is None:
+        skip_unless_strict("no bash")
     script = (
         'eval "$(_PHILLY_ANALYZE_COMPLETE=bash_source philly-analyze)"\n'
         "COMP_WORDS=(philly-analyze rep); COMP_CWORD=1\n"

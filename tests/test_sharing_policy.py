@@ -1,5 +1,4 @@
-"""The sharing policies through the replay registry and CLI, on a real store (needs the replay
-engine of philly_analyze.sim; skipped where it is absent)."""
+"""The sharing policies through the replay registry and CLI, on a real store."""
 
 from __future__ import annotations
 
@@ -11,8 +10,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
-
-pytest.importorskip("philly_analyze.sim.replay")
 
 from philly_analyze.cli import main
 from philly_analyze.store import Store
@@ -184,10 +181,6 @@ def test_bad_sharing_params_are_user_errors(tmp_path: Path) -> None:
 
 
 def test_replay_scenario_paper_from_the_cli(tmp_path: Path) -> None:
-    from philly_analyze.cli.replay import command
-
-    if not any(p.name == "scenario" for p in command.params):
-        pytest.skip("this replay CLI has no --scenario option")
     r = run(
         "replay",
         "--policy",
@@ -211,9 +204,9 @@ def test_replay_scenario_paper_from_the_cli(tmp_path: Path) -> None:
     assert (tmp_path / "o" / "muxflow" / "sharing.json").exists()
     with Store(tmp_path / "o" / "muxflow", read_only=True) as st:
         assert st.df("SELECT count(*) AS n FROM attempts")["n"][0] == res["muxflow"]["attempts"]
-    # A queue policy cannot run a scenario.
+    # A queue policy cannot run a scenario: a usage error.
     r = CliRunner().invoke(main, ["replay", "--policy", "philly", "--scenario", "paper"])
-    assert r.exit_code == 1 and "needs a sharing policy" in r.output
+    assert r.exit_code == 2 and "needs a sharing policy" in r.output
 
 
 def test_dedicated_without_training_gpus_says_why_no_job_started() -> None:

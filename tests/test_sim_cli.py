@@ -87,11 +87,11 @@ def test_params_and_errors(tmp_path: Path) -> None:
     res = {x["policy"]: x["params"] for x in json.loads(r.stdout)["results"]}
     assert res["fifo"]["backfill"] is True and res["philly"]["locality_wait_min"] == 0.0
     r = CliRunner().invoke(main, ["replay", "--store", store, "--param", "nope=1"])
-    assert r.exit_code == 2 and "no chosen policy takes parameter 'nope'" in r.output
+    assert r.exit_code == 2 and "--param nope: no chosen policy takes 'nope'" in r.output
     r = CliRunner().invoke(main, ["replay", "--store", store, "--param", "max_retries=-1"])
     assert r.exit_code == 1 and "max_retries must be >= 0" in r.output
     r = CliRunner().invoke(main, ["replay", "--store", store, "--policy", "nosuch"])
-    assert r.exit_code == 1 and "unknown policy 'nosuch'" in r.output
+    assert r.exit_code == 2 and "unknown policy 'nosuch'" in r.output
     r = CliRunner().invoke(main, ["replay", "--store", str(tmp_path / "missing")])
     assert r.exit_code == 1 and "no store at" in r.output
     # Writing over a store that is not a replay output is refused.

@@ -140,7 +140,8 @@ def test_a_failed_run_is_recorded_and_the_others_complete(store: Path, tmp_path:
         "--no-figures",
     ]  # fmt: skip
     r = sweep(*args)
-    assert r.exit_code == 1
+    # Some runs failed, the others are written: ExitStatus.PARTIAL, not 1.
+    assert r.exit_code == 3
     assert (
         "failed: las seed 0 thresholds_gpu_h=10,1: UserError: policy las: thresholds_gpu_h must be finite, positive and ascending"
         in r.stderr
@@ -160,6 +161,18 @@ def test_a_failed_run_is_recorded_and_the_others_complete(store: Path, tmp_path:
     assert again["executed"] == 1 and again["skipped"] == 2
 
 
+def test_a_sweep_whose_every_run_failed_exits_1(store: Path, tmp_path: Path) -> None:
+    """Nothing completed: a failed run's exit 1, not the partial failure's 3."""
+    r = sweep(
+        "--store", str(store), "--policy", "las", "--param", "thresholds_gpu_h=10,1;20,2",
+        "--workers", "1", "--no-figures", "--format", "json",
+    )  # fmt: skip
+    assert r.exit_code == 1, r.stderr
+    assert "error: 2 of 2 runs failed (listed above); run the same command again to retry them" in (
+        r.stderr
+    )
+
+
 def test_a_worker_that_dies_loses_only_its_run(store: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     r = sweep(
@@ -168,7 +181,7 @@ def test_a_worker_that_dies_loses_only_its_run(store: Path, tmp_path: Path) -> N
         "--no-figures",
         "--format", "json", "-q",
     )  # fmt: skip
-    assert r.exit_code == 1
+    assert r.exit_code == 3, r.stderr  # 2 of 4 runs failed: partial
     runs = _runs(out)
     assert len(runs) == 4
     died = runs[runs["param_crash"]]

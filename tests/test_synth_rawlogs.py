@@ -1,19 +1,14 @@
 """The raw-format files of ``sample_data/`` (YARN RM logs, Ganglia exports) read back by the
 raw-log parsers agree with the ground truth and with the published-format files.
-
-These tests need only ``sample_data/`` and an installed parser (``philly_analyze.ingest.yarn``,
-``philly_analyze.ingest.ganglia``, built on another branch); they are skipped until it is.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 from click.testing import CliRunner
 
 from philly_analyze.cli import main
@@ -23,11 +18,6 @@ SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
 EPOCH = pd.Timestamp(0, tz="UTC")
 
 
-def _need(module: str) -> None:
-    if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{module} is not installed")
-
-
 def _ingest(path: Path, store: Path) -> None:
     res = CliRunner().invoke(main, ["ingest", str(path), "--store", str(store), "-q", "--json"])
     assert res.exit_code == 0, res.output
@@ -35,7 +25,6 @@ def _ingest(path: Path, store: Path) -> None:
 
 
 def test_yarn_logs_match_ground_truth(tmp_path: Path) -> None:
-    _need("philly_analyze.ingest.yarn")
     store = tmp_path / "store"
     _ingest(SAMPLE / "yarn", store)
     with Store(store, read_only=True) as s:
@@ -72,7 +61,6 @@ def test_yarn_logs_match_ground_truth(tmp_path: Path) -> None:
 
 
 def test_ganglia_matches_published_minutes(tmp_path: Path) -> None:
-    _need("philly_analyze.ingest.ganglia")
     store = tmp_path / "store"
     _ingest(SAMPLE / "ganglia", store)
     host = sorted(p.name for p in (SAMPLE / "ganglia" / "philly").iterdir())[0]

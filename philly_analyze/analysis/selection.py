@@ -8,23 +8,13 @@ store's jobs were submitted in.
 
 from __future__ import annotations
 
-import difflib
-
 from philly_analyze.analysis.common import Scope
-from philly_analyze.errors import UserError
+from philly_analyze.errors import CLOSEST, UserError, closest
 from philly_analyze.store import Store
 
-#: Up to this many VCs, an unknown ``--vc`` lists them all; beyond, the closest few.
+#: Up to this many VCs, an unknown ``--vc`` lists them all; beyond, the closest few
+#: (``errors.closest``: VC names are hashes, typed short).
 LIST_ALL = 12
-CLOSEST = 5
-
-
-def closest(name: str, known: list[str], n: int = CLOSEST) -> list[str]:
-    """Known names most like ``name``: those it is a prefix of (VC names are hashes, typed
-    short), then difflib's matches."""
-    prefixed = [k for k in known if k.lower().startswith(name.lower())]
-    similar = difflib.get_close_matches(name, known, n=n)
-    return list(dict.fromkeys(prefixed + similar))[:n]
 
 
 def check(store: Store, scope: Scope) -> list[str]:

@@ -2,15 +2,16 @@
 
 Each verb lives in its own module ``philly_analyze.cli.<verb>`` exposing a click command named
 ``command``; it parses options, calls the library and prints. Errors the user can fix
-(``UserError``) print one line and exit 1 (``UsageError`` 2), and so do failures of the
-environment (a full disk, a read-only path: ``errors.environment_error``); Ctrl-C exits 130,
-within about a second even while DuckDB runs a query (``querystop``).
+(``UserError``) print one line and exit with their ``errors.ExitStatus`` (1; ``UsageError``
+2; some runs of a sweep failed, 3), and so do failures of the environment (a full disk, a
+read-only path: ``errors.environment_error``); Ctrl-C exits 130, within about a second even
+while DuckDB runs a query (``querystop``). Every verb's module is imported when it runs: a
+missing one is a bug, which fails loudly.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 from typing import Any
 
@@ -34,10 +35,10 @@ class LazyGroup(click.Group):
     """Imports a verb's module only when that verb runs (or its --help is asked)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [v for v in VERBS if _available(v)]
+        return list(VERBS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in VERBS or not _available(cmd_name):
+        if cmd_name not in VERBS:
             return None
         module = importlib.import_module(VERBS[cmd_name][0])
         return module.command
@@ -108,8 +109,10 @@ class LazyGroup(click.Group):
 
 
 def _exit_interrupted() -> None:
+    from philly_analyze.errors import ExitStatus
+
     click.echo("interrupted", err=True)
-    sys.exit(130)
+    sys.exit(ExitStatus.INTERRUPTED)
 
 
 def _is_duckdb_out_of_memory(e: BaseException) -> bool:
@@ -126,10 +129,6 @@ def _is_query_interrupt(e: BaseException) -> bool:
     if duckdb is not None and isinstance(e, getattr(duckdb, "InterruptException", ())):
         return True
     return isinstance(e, RuntimeError) and str(e).startswith("Query interrupted")
-
-
-def _available(verb: str) -> bool:
-    return importlib.util.find_spec(VERBS[verb][0]) is not None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from philly_analyze.errors import check_writable, writing
+from philly_analyze.errors import check_writable, unknown_name, writing
 from philly_analyze.store import DEFAULT_STORE
 
 F = Callable[..., Any]
@@ -33,6 +33,23 @@ class FiniteFloat(click.FloatRange):
         if not math.isfinite(rv):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return rv
+
+
+class SuggestingChoice(click.Choice):
+    """``click.Choice`` whose refusal (a usage error, exit 2) suggests the closest name
+    (``errors.unknown_name``), as an unknown policy's does. ``what`` names the choices."""
+
+    def __init__(self, choices: Any, what: str) -> None:
+        super().__init__(choices)
+        self.what = what
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            self.fail(
+                unknown_name(self.what, str(value), map(str, self.choices)).message, param, ctx
+            )
 
 
 def writes(**options: str) -> Callable[[F], F]:

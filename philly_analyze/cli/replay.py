@@ -26,26 +26,17 @@ FORMATS = ("table", "json", "csv", "md")
 
 
 def _parse_params(values: tuple[str, ...], policies: list[str]) -> dict[str, dict[str, str]]:
-    """``--param KEY=VALUE`` (every chosen policy that takes KEY) or ``POLICY.KEY=VALUE``."""
-    from philly_analyze.sim.policies import get_policy
+    """``--param KEY=VALUE`` (every chosen policy that takes KEY) or ``POLICY.KEY=VALUE``;
+    a key no chosen policy takes is a usage error as in sweep (``policies.param_takers``)."""
+    from philly_analyze.sim.policies import get_policy, param_takers
 
+    chosen = {p: get_policy(p) for p in policies}
     out: dict[str, dict[str, str]] = {p: {} for p in policies}
     for raw in values:
         key, sep, value = raw.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"expected KEY=VALUE, got {raw!r}", param_hint="--param")
-        scope, dot, name = key.rpartition(".")
-        targets = [scope] if dot else policies
-        if dot and scope not in out:
-            raise click.BadParameter(
-                f"{raw!r} names policy {scope!r}, which is not in --policy", param_hint="--param"
-            )
-        takers = [p for p in targets if name in {x.name for x in get_policy(p).params}]
-        if not takers:
-            raise click.BadParameter(
-                f"no chosen policy takes parameter {name!r} (see --list-policies)",
-                param_hint="--param",
-            )
+        name, takers = param_takers(key, chosen)
         for p in takers:
             out[p][name] = value
     return out

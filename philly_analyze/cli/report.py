@@ -9,7 +9,13 @@ from pathlib import Path
 
 import click
 
-from philly_analyze.cli.options import PathType, quiet_option, store_option, writes
+from philly_analyze.cli.options import (
+    PathType,
+    SuggestingChoice,
+    quiet_option,
+    store_option,
+    writes,
+)
 
 #: analysis.SECTIONS and analysis.ALIASES, spelled out so `--help` does not import DuckDB
 #: (tests/test_report_cli.py checks they agree).
@@ -85,7 +91,7 @@ Examples:
     "--section",
     "sections",
     multiple=True,
-    type=click.Choice([*SECTION_NAMES, *SECTION_ALIASES]),
+    type=SuggestingChoice([*SECTION_NAMES, *SECTION_ALIASES], "section"),
     help="Compute only this section (repeatable).",
 )
 @click.option("--vc", "vcs", multiple=True, help="Only jobs of this virtual cluster (repeatable).")

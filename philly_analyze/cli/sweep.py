@@ -19,7 +19,7 @@ from philly_analyze.cli.options import (
     store_option,
     writes,
 )
-from philly_analyze.errors import UserError
+from philly_analyze.errors import PartialFailure, UserError
 
 FORMATS = ("table", "json", "csv")
 #: Bounds of a sane sweep: 1e20 seeds crashed building the grid, a jitter of 1e308 s every run.
@@ -49,6 +49,11 @@ Re-running the same command into the same --out skips the runs already there (fa
 are retried). Values: comma-separated, or ';'-separated for text parameters (their values
 are comma lists), or a JSON list. Outputs in --out: runs.parquet (one row per run),
 summary.parquet, figures/*.png|svg, report.md.
+
+\b
+Exit status: 0 when every run succeeded; 3 when some runs failed (each is listed on stderr,
+the others are written: re-run to retry the failed ones); 1 when every run failed or the
+input is bad; 2 for a usage error; 130 when interrupted.
 """,
 )
 @store_option("Store whose jobs and machines to replay.")
@@ -232,7 +237,10 @@ def command(
             log(f"figure: {f}")
     _print(res, fmt, res.metrics, store_path)
     if len(res.failed):
-        raise UserError(
+        # Some runs failed: exit 3 (ExitStatus.PARTIAL), results written but incomplete;
+        # every run failed: exit 1, as one failed replay.
+        error = PartialFailure if len(res.failed) < len(res.runs) else UserError
+        raise error(
             f"{len(res.failed)} of {len(res.runs)} runs failed (listed above"
             + ("; details in runs.parquet" if res.out else "")
             + "); run the same command again to retry them"

@@ -145,13 +145,13 @@ def register(cls: type[Format]) -> type[Format]:
 
 
 def load_formats() -> list[Format]:
-    """Import every format module that exists (each registers itself)."""
+    """Import every format module (each registers itself); a missing one is a bug, which
+    fails loudly."""
     global _LOADED
     if _LOADED:
         return FORMATS
     for mod in FORMAT_MODULES:
-        if importlib.util.find_spec(mod) is not None:
-            importlib.import_module(mod)
+        importlib.import_module(mod)
     # Detection order is FORMAT_MODULES order, whatever order the modules were imported in
     # (a test or a library user may import a generic format's module first).
     order = {m: i for i, m in enumerate(FORMAT_MODULES)}

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from philly_analyze.errors import UsageError, UserError
+from philly_analyze.errors import UsageError, UserError, did_you_mean
 from philly_analyze.progress import NullTracker, Tracker
 from philly_analyze.sweep.inputs import (
     InputHandle,
@@ -144,8 +144,6 @@ def resolve_metrics(
 ) -> tuple[list[str], list[str]]:
     """The metric names a user asked for, with former names (``sim.metrics.METRIC_ALIASES``)
     mapped to the current ones; and a note for each former or unknown name."""
-    import difflib
-
     from philly_analyze.sim.metrics import METRIC_ALIASES
 
     out: list[str] = []
@@ -157,8 +155,7 @@ def resolve_metrics(
             notes.append(f"metric {name!r} is now called {new!r} (the old name is deprecated)")
             name = new
         if name not in present:
-            hint = difflib.get_close_matches(name, present, n=1)
-            unknown.append(f"no metric {name!r}" + (f" (did you mean {hint[0]}?)" if hint else ""))
+            unknown.append(f"no metric {name!r}{did_you_mean(name, present)}")
             continue
         if name not in out:
             out.append(name)

@@ -11,7 +11,6 @@ arrival jitter, identity of the replay's inputs), so a re-run skips what is alre
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import itertools
 import json
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from philly_analyze.errors import UserError
+from philly_analyze.errors import UsageError, UserError
 
 #: Prefix of the per-parameter columns of the runs table (metric names never start with it,
 #: and a parameter may share a name with a metric: ``online_gpus`` is both for muxflow).
@@ -71,7 +70,7 @@ def parse_param_args(values: Sequence[str]) -> dict[str, list[str]]:
     for raw in values:
         key, sep, value = raw.partition("=")
         if not sep or not key.strip():
-            raise UserError(f"--param expects KEY=VALUES, got {raw!r}")
+            raise UsageError(f"--param expects KEY=VALUES, got {raw!r}")
         out.setdefault(key.strip(), []).append(value)
     return out
 
@@ -114,7 +113,7 @@ class SweepSpec:
         (a repeated ``--param``), or one value. ``seeds``: a count (0..N-1) or the seeds."""
         import importlib
 
-        from philly_analyze.sim.policies import get_policy, validate_params
+        from philly_analyze.sim.policies import get_policy, param_takers, validate_params
 
         for mod in imports:  # custom policies must be registered before names are checked
             try:
@@ -124,7 +123,7 @@ class SweepSpec:
         names = [policies] if isinstance(policies, str) else list(policies)
         names = _dedupe([p.strip() for n in names for p in n.split(",") if p.strip()])
         if not names:
-            raise UserError("no policy given (--policy NAME[,NAME...])")
+            raise UsageError("no policy given (--policy NAME[,NAME...])")
         pols = {n: get_policy(n) for n in names}  # unknown names fail here, before any work
         seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
         if not seed_list:
@@ -136,19 +135,8 @@ class SweepSpec:
         # Scoped keys (POLICY.KEY) first so they win over a plain KEY for their policy.
         items = sorted((params or {}).items(), key=lambda kv: "." not in kv[0])
         for key, raw in items:
-            scope, dot, name = key.rpartition(".")
-            if dot and scope not in pols:
-                raise UserError(f"--param {key}: policy {scope!r} is not in --policy")
-            targets = [scope] if dot else names
-            takers = [p for p in targets if name in {x.name for x in pols[p].params}]
-            if not takers:
-                known = sorted({x.name for p in targets for x in pols[p].params})
-                hint = difflib.get_close_matches(name, known, n=1)
-                raise UserError(
-                    f"--param {key}: no chosen policy takes {name!r}"
-                    + (f" (did you mean {hint[0]}?)" if hint else "")
-                    + f"; they take: {', '.join(known) or 'nothing'}"
-                )
+            name, takers = param_takers(key, pols)
+            dot = "." in key
             for p in takers:
                 if not dot and name in scoped[p]:
                     continue

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from philly_analyze.errors import ExitStatus
+
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
@@ -146,7 +148,7 @@ def main(argv: list[str]) -> int:
     cfg = json.loads((truth / "manifest.json").read_text())["config"]
     label = f"synthesized ({cfg['jobs']:,} jobs, {cfg['machines']} servers, seed {cfg['seed']})"
     plot(real, synth, fig, label)
-    return 0
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":

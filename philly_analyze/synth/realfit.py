@@ -39,6 +39,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from philly_analyze.errors import ExitStatus
+
 #: Seconds between two arrivals of one group (chosen: a sweep script submits its jobs seconds
 #: apart; 10 s keeps unrelated arrivals of a busy hour mostly apart).
 GROUP_GAP_S = 10
@@ -198,7 +200,7 @@ def main(argv: list[str]) -> int:
         for k, v in values.items():
             print(f"{k} = {_toml_value(v)}")
         print()
-    return 0
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":

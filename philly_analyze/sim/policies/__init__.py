@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from philly_analyze.errors import UserError
+from philly_analyze.errors import UsageError, UserError, did_you_mean, unknown_name
 
 if TYPE_CHECKING:
     from philly_analyze.sim.cluster import Cluster
@@ -153,23 +153,45 @@ def policy_names() -> list[str]:
 
 
 def get_policy(name: str) -> Policy:
-    """An instance of the policy ``name``; ``UserError`` naming the choices otherwise."""
+    """An instance of the policy ``name``; a ``UsageError`` (exit 2) suggesting the closest
+    name and listing the choices otherwise."""
     _load_builtins()
     if name not in POLICIES:
-        raise UserError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
+        raise unknown_name("policy", name, POLICIES)
     return POLICIES[name]()
+
+
+def param_takers(key: str, chosen: Mapping[str, Policy]) -> tuple[str, list[str]]:
+    """The parameter name of a ``--param`` key and the chosen policies (name -> policy) it
+    applies to: ``NAME``, every chosen policy that takes it; ``POLICY.NAME``, that one. A
+    ``UsageError`` when POLICY is not chosen or no chosen policy takes NAME, suggesting the
+    closest name -- the same for ``replay`` and ``sweep``."""
+    scope, dot, name = key.rpartition(".")
+    if dot and scope not in chosen:
+        raise UsageError(
+            f"--param {key}: policy {scope!r} is not in --policy{did_you_mean(scope, chosen)}"
+        )
+    targets = [scope] if dot else list(chosen)
+    takers = [p for p in targets if any(x.name == name for x in chosen[p].params)]
+    if not takers:
+        known = sorted({x.name for p in targets for x in chosen[p].params})
+        raise UsageError(
+            f"--param {key}: no chosen policy takes {name!r}{did_you_mean(name, known)}; "
+            f"they take: {', '.join(known) or 'nothing'}"
+        )
+    return name, takers
 
 
 def validate_params(policy: Policy, params: Mapping[str, Any] | None) -> dict[str, Any]:
     """Every declared parameter of ``policy``, from ``params`` or its default; unknown names
-    and bad values raise ``UserError``."""
+    raise a ``UsageError``, bad values a ``UserError``."""
     params = dict(params or {})
     spec = {p.name: p for p in policy.params}
     unknown = sorted(set(params) - set(spec))
     if unknown:
-        raise UserError(
-            f"policy {policy.name}: unknown parameter(s) {', '.join(unknown)}; it takes "
-            + (", ".join(spec) or "none")
+        raise UsageError(
+            f"policy {policy.name}: unknown parameter(s) {', '.join(unknown)}"
+            f"{did_you_mean(unknown[0], spec)}; it takes {', '.join(spec) or 'none'}"
         )
     return {
         name: p.convert(params[name], policy.name) if name in params else p.default

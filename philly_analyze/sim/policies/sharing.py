@@ -124,13 +124,14 @@ class MpsNaivePolicy(SharingPolicy):
 
 
 def sharing_policy(name: str) -> SharingPolicy:
-    """The registered sharing policy ``name``; ``UserError`` for any other name."""
-    from philly_analyze.errors import UserError
+    """The registered sharing policy ``name``; a ``UsageError`` (exit 2) suggesting the
+    closest sharing policy for any other name."""
+    from philly_analyze.errors import unknown_name
     from philly_analyze.sim.policies import POLICIES, policy_names
 
     policy_names()  # loads the registry
     cls = POLICIES.get(name)
     if cls is None or not issubclass(cls, SharingPolicy):
         known = [n for n, c in POLICIES.items() if issubclass(c, SharingPolicy)]
-        raise UserError(f"unknown sharing policy {name!r}; known: {', '.join(known)}")
+        raise unknown_name("sharing policy", name, known)
     return cls()

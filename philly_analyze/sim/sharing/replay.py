@@ -395,7 +395,7 @@ def run_scenario(
 ) -> ReplayResult:
     """``replay --policy P --scenario paper``: a sharing policy on a built-in scenario, no
     store needed (the workload and cluster arguments are not used)."""
-    from philly_analyze.errors import UserError
+    from philly_analyze.errors import UsageError
     from philly_analyze.sim.cluster import Cluster
     from philly_analyze.sim.policies import POLICIES, get_policy, validate_params
     from philly_analyze.sim.policies.sharing import SharingPolicy
@@ -404,7 +404,7 @@ def run_scenario(
     pol = get_policy(policy)
     if not isinstance(pol, SharingPolicy):
         names = [n for n, c in POLICIES.items() if issubclass(c, SharingPolicy)]
-        raise UserError(f"--scenario needs a sharing policy ({', '.join(names)}), not {policy!r}")
+        raise UsageError(f"--scenario needs a sharing policy ({', '.join(names)}), not {policy!r}")
     p = validate_params(pol, {**dict(params or {}), "scenario": scenario})
     empty = Workload.from_columns([], [], [], [], [])
     return pol.simulate(empty, Cluster.from_counts({}), None, p, seed)
