@@ -52,6 +52,9 @@ class Table:
     numeric: frozenset[str] | None = None
     #: Lines printed under the table (footnotes).
     notes: list[str] = field(default_factory=list)
+    #: Whether a number column's header may wrap at spaces to its values' width (the
+    #: analyses' wide tables); False keeps each header on one line.
+    fold_headers: bool = True
     #: The formats that show this table (None: every one). A CSV of every metric and the
     #: terminal's transposed view of the same rows are two tables of one document.
     formats: frozenset[str] | None = None

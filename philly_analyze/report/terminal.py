@@ -96,6 +96,8 @@ def _table(t: ResultTable, cols: list[str], hint: str | None = None) -> Table:
             # A number never wraps (split over two lines it misreads); its header wraps at
             # spaces instead. Text columns (reasons, VC names) fold when space is short.
             w = max((len(r[i]) for r in body), default=1)
+            if not t.fold_headers:
+                w = max(w, len(text.heading(t, c)))
             tbl.add_column(
                 Text(_wrap(text.heading(t, c), w)),
                 justify="right",
