@@ -494,3 +494,62 @@ def test_sweep_csv_is_pinned(tmp_path: Path) -> None:
     r = _run("sweep", "--store", store, "--policy", "fifo", "--seeds", "2", "--workers", "1",
              "--format", "csv", "-q")  # fmt: skip
     assert r.stdout == SWEEP_CSV
+
+
+# ------------------------------------------------------------- -o and --format agree
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        # No --format: the suffix names csv, and a report of many tables is a folder of them.
+        (["-o", "report.csv"], "give a folder (-o report)"),
+        (["--format", "md", "-o", "report.csv"], "use --format csv, or a file ending in .md"),
+        (["--format", "json", "-o", "r.html"], "use --format html, or a file ending in .json"),
+        (["-o", "report.xyz"], "cannot tell the format from the suffix '.xyz'"),
+        (["--format", "csv"], "--format csv writes one file per table: add -o DIR"),
+    ],
+)
+def test_report_output_that_disagrees_with_its_format_is_a_usage_error(
+    args: list[str], says: str, tmp_path: Path
+) -> None:
+    """Before, `-o report.csv` wrote Markdown into report.csv (exit 0); now nothing is
+    written and the message says how to fix the command."""
+    store = tmp_path / "store"
+    _run("ingest", small_store.write(tmp_path / "src"), "--store", store, "-q")
+    out = [str(tmp_path / a) if a.startswith(("report", "r.")) else a for a in args]
+    r = CliRunner().invoke(main, ["report", "--store", str(store), "-q", *out])
+    assert r.exit_code == 2, r.output
+    assert says in " ".join(r.stderr.split()).replace(str(tmp_path) + "/", "")
+    assert not any(p.suffix in (".csv", ".xyz", ".html") for p in tmp_path.iterdir())
+
+
+# --------------------------------------------------------------- the one renderer
+def test_one_table_in_every_format() -> None:
+    """A hand-made table through the one renderer: text formats show each value for reading
+    (thousands separators, 2 decimals, "–" for absent, data text escaped); json and csv the
+    plain value (6 decimals at most, null / empty for absent)."""
+    import numpy as np
+    import pandas as pd
+
+    from philly_analyze.report import render
+    from philly_analyze.report.model import Document, Section, Table, plain
+
+    frame = pd.DataFrame({"name": ["a|<b>", "c"], "value": [1234.5678901, np.nan]})
+    doc = Document([Section("s", None, [Table("t", "T", frame)])])
+    assert render(doc, "md") == (
+        "| name | value |\n|:--|--:|\n| a\\|&lt;b> | 1,234.57 |\n| c | – |\n"
+    )
+    assert render(doc, "csv") == "name,value\na|<b>,1234.56789\nc,\n"
+    assert render(doc, "json") == (
+        '{\n  "t": [\n    {\n      "name": "a|<b>",\n      "value": 1234.56789\n    },\n'
+        '    {\n      "name": "c",\n      "value": null\n    }\n  ]\n}\n'
+    )
+    html = render(doc, "html")
+    assert "<td>a|&lt;b&gt;</td>" in html and '<td class="num">1,234.57</td>' in html
+    text = render(doc, "table")
+    assert "1,234.57" in text and "a|<b>" in text
+    assert [plain(np.int64(3)), plain(np.float32(0.5)), plain(float("inf")), plain(pd.NA)] == [
+        3,
+        0.5,
+        None,
+        None,
+    ]
