@@ -553,3 +553,39 @@ def test_one_table_in_every_format() -> None:
         None,
         None,
     ]
+
+
+def test_experiment_runs_in_each_format() -> None:
+    """``replay --ablate|--vary``'s table of runs (the document ``_print_rows`` renders), on a
+    hand-made frame: 0.5 of a fraction reads 50.0% (and gets its ``_pct`` twin in csv/json),
+    3,600 s reads 60.0 min, an absent value "-" / empty / null; the terminal shows it
+    transposed (a metric per row), md one run per row."""
+    import pandas as pd
+
+    from philly_analyze.report import render
+    from philly_analyze.sim.tables import runs_document
+
+    df = pd.DataFrame(
+        {
+            "variant": ["muxflow", "no sm"],
+            "gpu_util_online": [0.5, 0.25],
+            "jct_mean_s": [3600.0, float("nan")],
+            "jobs": [10, 12],
+        }
+    )
+    doc = runs_document(df, {"scenario": "paper", "online_gpus": 2000, "seed": 0})
+    assert render(doc, "md") == (
+        "| variant | gpu_util_online | jct_mean_s | jobs |\n"
+        "|:--|--:|--:|--:|\n"
+        "| muxflow | 50.0% | 60.0 min | 10 |\n"
+        "| no sm | 25.0% | - | 12 |\n"
+    )
+    assert render(doc, "csv") == (
+        "variant,gpu_util_online,gpu_util_online_pct,jct_mean_s,jobs\n"
+        "muxflow,0.5,50.0,3600.0,10\n"
+        "no sm,0.25,25.0,,12\n"
+    )
+    table = [line.rstrip() for line in render(doc, "table").splitlines()]
+    assert table[0] == "replay: scenario paper"
+    assert "│ jct_mean_s      │ 60.0 min │     - │" in table
+    assert '"jct_mean_s": null' in render(doc, "json")
