@@ -1,7 +1,8 @@
 """What a store holds: tables, time ranges, sources, machines, VCs, rejects, and which report
 sections it can compute (``philly-analyze info``).
 
-``describe`` returns plain data (JSON-ready); ``render_text`` lays it out as aligned text.
+``describe`` returns plain data (JSON-ready); ``render_text`` lays it out as aligned text
+(``--format table``); ``document`` makes it a document of the output layer (md, html, csv).
 Everything is read from the catalog and the Parquet footers, never by scanning the large time
 series: row counts come from the file list (merged tables through their view), time ranges of
 the monthly-partitioned tables from the footers' statistics.
@@ -12,13 +13,16 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
 from philly_analyze import schemas
 from philly_analyze.progress import human_bytes
 from philly_analyze.store import STORE_VERSION, VIEWS_VERSION, Store
+
+if TYPE_CHECKING:
+    from philly_analyze.report.model import Document
 
 #: Column(s) whose minimum and maximum give a table's time range (first, last).
 TIME_RANGE: dict[str, tuple[str, str]] = {
@@ -385,3 +389,67 @@ def _clip(text: str, width: int = 70) -> str:
 def _sections_block(sections: list[dict[str, Any]]) -> list[str]:
     rows = [(s["section"], s["can_compute"], s["note"]) for s in sections]
     return ["Report sections", *_grid(("section", "can compute", "what is missing"), rows, 3)]
+
+
+# ---------------------------------------------------------------------- output layer
+def document(info: dict[str, Any]) -> Document:
+    """``describe``'s data as a document of the output layer (``--format md|html|csv``; json
+    is ``info`` itself): one table per block of the text layout, every row (the text layout
+    sums sources per format and shows the top reject reasons; these list each)."""
+    import pandas as pd
+
+    from philly_analyze.report.model import Document, Section, Table
+
+    def table(name: str, title: str, rows: list[dict[str, Any]], cols: list[str]) -> Table:
+        frame = pd.DataFrame([[r.get(c) for c in cols] for r in rows], columns=cols, dtype=object)
+        return Table(name, title, frame, headers={c: c for c in cols}, per_row=True)
+
+    s, m = info["store"], info["machines"]
+    store_rows = [{"key": k, "value": s[k]} for k in s if k != "path"]
+    machine_rows = [{"key": k, "value": v} for k, v in m.items() if k != "shapes"]
+    sections = [
+        {**x, "missing": "; ".join(x["missing"])} for x in info["sections"]
+    ]  # a list in JSON, one field in CSV
+    tables = [
+        table("store", "Store", store_rows, ["key", "value"]),
+        table(
+            "tables",
+            "Tables",
+            info["tables"],
+            ["table", "rows", "rows_read", "files", "first", "last"],
+        ),
+        table(
+            "sources",
+            "Sources",
+            info["sources"],
+            ["source", "format", "sha256", "rows", "rejected", "ingested_at"],
+        ),
+        table("machines", "Machines and GPUs", machine_rows, ["key", "value"]),
+        table("machine_shapes", "Machines by GPUs", m["shapes"], ["num_gpus", "machines"]),
+        table(
+            "vcs",
+            "Virtual clusters",
+            info["vcs"],
+            [
+                "vc",
+                "jobs",
+                "users",
+                "gpu_hours",
+                "gpu_time_unknown_jobs",
+                "first_submit",
+                "last_submit",
+            ],
+        ),
+        table(
+            "rejects",
+            "Rejected rows by reason",
+            info["rejects"]["by_reason"],
+            ["reason", "rows", "sources"],
+        ),
+        table(
+            "sections", "Report sections", sections, ["section", "can_compute", "missing", "note"]
+        ),
+    ]
+    return Document(
+        [Section("info", None, tables)], title="philly-analyze info", store=s["path"], data=info
+    )

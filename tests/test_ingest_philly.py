@@ -385,7 +385,10 @@ def test_input_format_skips_detection(tmp_path: Path, store_dir: Path) -> None:
     assert "deprecated --format philly_machine_list: use --input-format" in old.stderr
     bad = ingest(machines, "--store", store_dir, "--format", "nope")
     assert bad.exit_code == 2
-    assert "'nope' is neither a summary format (table, json) nor an input format" in bad.stderr
+    assert (
+        "'nope' is neither a summary format (table, md, html, json, csv) nor an input format"
+        in bad.stderr
+    )
     bad = ingest(machines, "--store", store_dir, "--input-format", "nope")
     assert bad.exit_code == 2 and "unknown input format 'nope'" in bad.stderr
 

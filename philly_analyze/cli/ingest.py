@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import csv
 import functools
-import json
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from philly_analyze.cli.ingest_output import OutcomePrinter
 from philly_analyze.cli.options import PathType, quiet_option, store_option
@@ -22,6 +20,7 @@ from philly_analyze.ingest.framework_ids import JOB_KEYS
 from philly_analyze.ingest.ganglia_hosts import parse_host_pattern
 from philly_analyze.ingest.pipeline import IngestReport, check_report, ingest_paths
 from philly_analyze.progress import human_bytes, stderr_console, track
+from philly_analyze.report import FORMATS
 from philly_analyze.store import Store, created_or_nothing
 from philly_analyze.timeutil import (
     DEFAULT_ORIGIN,
@@ -32,8 +31,8 @@ from philly_analyze.timeutil import (
 
 #: What a failed write leaves unharmed (each source is committed on its own).
 KEEPS = "the store keeps every source ingested before"
-#: ``--format``: how the summary is printed.
-SUMMARY_FORMATS = ("table", "json")
+#: ``--format``: how the summary is printed (the output layer's formats).
+SUMMARY_FORMATS = FORMATS
 
 
 def _format_names() -> list[str]:
@@ -91,6 +90,7 @@ Examples:
   philly-analyze ingest slurm-logs/ --framework-job-key filename --store slurm-store
   philly-analyze ingest logs/ --memory-limit 1GB
   philly-analyze ingest sample_data/ --store demo-store --format json | jq .rows_in_store
+  philly-analyze ingest sample_data/ --store demo-store --format csv > rows.csv
 
 \b
 Another cluster's jobs (Gavel's, RFold's, a Slurm cluster's logs) go to a store of their own:
@@ -118,8 +118,9 @@ input format's name is the former spelling of --input-format, still accepted.
     "--format",
     "fmt",
     default=None,
-    metavar="table|json",
-    help="Summary: a table on stderr (default) or JSON on stdout.",
+    metavar="|".join(FORMATS),
+    help="Summary: a table on stderr (default), or md, html, json or csv (rows per table) "
+    "on stdout.",
 )
 @click.option(
     "--input-format",
@@ -213,7 +214,7 @@ def command(
     """
     check_timezone(timezone)
     console = stderr_console()
-    as_json, force, deprecated = _formats(fmt, format_name, as_json)
+    summary, force, deprecated = _formats(fmt, format_name, as_json)
     if not quiet:
         for d in deprecated:
             console.print(f"note: deprecated {d}", highlight=False)
@@ -238,20 +239,33 @@ def command(
         )
         counts = store.merged_row_counts()
     printer.flush()
-    if as_json:
-        click.echo(json.dumps(_summary_json(report, counts), indent=2))
-    elif not quiet:
-        console.print(_summary_table(report, counts))
-        for note in report.notes:
-            console.print(f"note: {note}", highlight=False)
+    _summary(report, counts, summary, console, quiet)
     check_report(report)
 
 
-def _formats(
-    fmt: str | None, format_name: str | None, as_json: bool
-) -> tuple[bool, Any, list[str]]:
-    """(JSON summary?, the forced input format or None, deprecated spellings used) from
-    ``--format``, ``--input-format`` and ``--json``."""
+def _summary(
+    report: IngestReport, counts: dict[str, int], fmt: str, console: Any, quiet: bool
+) -> None:
+    """The summary: a table and the notes on stderr (not with --quiet), or ``fmt`` on
+    stdout (json and csv: the notes on stderr, or in the JSON object)."""
+    from philly_analyze.ingest.summary import summary_document
+    from philly_analyze.report import emit
+
+    if fmt == "table":
+        if not quiet:
+            emit(summary_document(report, counts, notes=False), fmt, console=console)
+            for note in report.notes:
+                console.print(f"note: {note}", highlight=False)
+        return
+    emit(summary_document(report, counts, notes=fmt in ("md", "html")), fmt)
+    if fmt == "csv" and not quiet:
+        for note in report.notes:
+            console.print(f"note: {note}", highlight=False)
+
+
+def _formats(fmt: str | None, format_name: str | None, as_json: bool) -> tuple[str, Any, list[str]]:
+    """(the summary's format, the forced input format or None, deprecated spellings used)
+    from ``--format``, ``--input-format`` and ``--json``."""
     deprecated: list[str] = []
     former = fmt is not None and fmt not in SUMMARY_FORMATS
     if former:
@@ -267,9 +281,9 @@ def _formats(
         deprecated.append("--json: use --format json")
         fmt = fmt or "json"
     if format_name is None:
-        return fmt == "json", None, deprecated
+        return fmt or "table", None, deprecated
     try:
-        return fmt == "json", get_format(format_name), deprecated
+        return fmt or "table", get_format(format_name), deprecated
     except KeyError:
         known = ", ".join(_format_names())
         if former:
@@ -301,46 +315,3 @@ def _read_mapping(path: Path) -> dict[str, tuple[str, int]]:
                     f"attempt_idx {row[2]!r} is not an integer", source=str(path), line=i
                 ) from None
     return out
-
-
-def _summary_table(report: IngestReport, counts: dict[str, int]) -> Table:
-    added = report.rows_by_table()
-    title = f"ingest: {report.seconds:.1f} s, {report.rejected:,} rows rejected"
-    if report.not_text_bytes:
-        damaged = sum(1 for o in report.outcomes if o.not_text_bytes)
-        title += (
-            f", {report.not_text_bytes:,} bytes not text in {damaged:,} file{'s' * (damaged != 1)}"
-        )
-    t = Table(title=title, title_justify="left")
-    t.add_column("table")
-    t.add_column("rows read", justify="right")
-    t.add_column("in store", justify="right")
-    for name, n in counts.items():
-        if n or added.get(name):
-            t.add_row(name, f"{added.get(name, 0):,}", f"{n:,}")
-    return t
-
-
-def _summary_json(report: IngestReport, counts: dict[str, int]) -> dict:
-    return {
-        "seconds": round(report.seconds, 3),
-        "rejected": report.rejected,
-        "not_text_bytes": report.not_text_bytes,
-        "sources": [
-            {
-                "source": o.name,
-                "format": o.format,
-                "status": o.status,
-                "message": o.message,
-                "rows": o.rows,
-                "rejected": o.rejected,
-                "not_text_bytes": o.not_text_bytes,
-                "not_text_lines": o.not_text_lines,
-                "first_not_text_line": o.first_not_text_line,
-            }
-            for o in report.outcomes
-        ],
-        "rows_added": report.rows_by_table(),
-        "rows_in_store": counts,
-        "notes": report.notes,
-    }

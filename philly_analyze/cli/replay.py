@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +15,7 @@ from philly_analyze.cli.options import (
     writes,
 )
 from philly_analyze.errors import UserError
-from philly_analyze.units import with_percent_keys
-
-FORMATS = ("table", "json", "csv", "md")
+from philly_analyze.report import FORMATS
 
 
 def _parse_params(values: tuple[str, ...], policies: list[str]) -> dict[str, dict[str, str]]:
@@ -40,12 +33,6 @@ def _parse_params(values: tuple[str, ...], policies: list[str]) -> dict[str, dic
         for p in takers:
             out[p][name] = value
     return out
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, float):
-        return None if math.isnan(value) else round(value, 6)
-    return value
 
 
 def _list_policies() -> None:
@@ -66,6 +53,8 @@ Examples:
   philly-analyze replay --policy philly --param locality_wait_min=30 --out what-if
   philly-analyze report --store what-if            # Table 2 etc. of the simulated schedule
   philly-analyze replay --policy philly,fifo,las,srtf --format json > cmp.json
+  philly-analyze replay --policy philly,fifo --format csv > cmp.csv
+  philly-analyze replay --policy philly,fifo --format html > cmp.html
   philly-analyze replay --list-policies
   philly-analyze replay --store philly-store --machines all   # + hosts not in the list
   philly-analyze replay --store philly-store --policy philly,dedicated,muxflow
@@ -93,7 +82,8 @@ Examples:
     type=click.Choice(FORMATS),
     default="table",
     show_default=True,
-    help="Comparison output: a rich table, or json/csv/md for scripts and docs.",
+    help="Comparison output (the output layer's formats): a rich table, md or html for "
+    "docs, json or csv (every metric, fractions also in percent) for scripts.",
 )
 @click.option(
     "--quotas",
@@ -336,138 +326,16 @@ class _ScenarioCluster:
 
 
 def _print(results: list, fmt: str, store_path: str, cluster: Any) -> None:
-    from philly_analyze.sim.metrics import METRICS
+    """The policy comparison in ``fmt`` (the output layer renders it)."""
+    from philly_analyze.report import emit
+    from philly_analyze.sim.tables import comparison_document
 
-    names = [r.policy for r, _ in results]
-    keys = [k for k in METRICS if any(k in r.metrics for r, _ in results)]
-    # Policies may report more (the sharing ones: utilization, latency, evictions...).
-    for r, _ in results:
-        keys += [k for k in r.metrics if k not in METRICS and k not in keys]
-    if fmt == "json":
-        doc = {
-            "store": str(store_path),
-            "cluster": {"machines": cluster.num_machines, "gpus": cluster.total_gpus},
-            "results": [
-                {
-                    "policy": r.policy,
-                    "params": r.params,
-                    "seed": r.seed,
-                    "sim_seconds": round(r.seconds, 3),
-                    "metrics": {k: _plain(v) for k, v in with_percent_keys(r.metrics).items()},
-                    "per_vc": [
-                        {k: _plain(v) for k, v in row.items()} for row in r.per_vc.to_pylist()
-                    ],
-                    "quotas": r.quotas,
-                    "notes": r.notes,
-                    "footnotes": r.footnotes,
-                    "out": str(t) if t else None,
-                }
-                for r, t in results
-            ],
-        }
-        click.echo(json.dumps(doc, indent=2))
-        return
-    rows = [[k, *(r.metrics.get(k) for r, _ in results)] for k in keys]
-    if fmt == "csv":  # as json: each fraction followed by the same in percent (units.py)
-        full = [with_percent_keys(r.metrics) for r, _ in results]
-        every = list(with_percent_keys(dict.fromkeys(keys, 0.0)))
-        rows = [[k, *(m.get(k) for m in full)] for k in every]
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["metric", *names])
-        for row in rows:
-            w.writerow([row[0], *(_plain(v) for v in row[1:])])
-        click.echo(buf.getvalue(), nl=False)
-        return
-    cells, footnotes = _cells(results, rows)
-    if fmt == "md":
-        click.echo("| metric | " + " | ".join(names) + " |")
-        click.echo("|---|" + "---:|" * len(names))
-        for row, texts in zip(rows, cells, strict=True):
-            click.echo(f"| {row[0]} | " + " | ".join(texts) + " |")
-        if footnotes:
-            click.echo("")
-            for line in footnotes:
-                click.echo(line + "  ")
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(
-        title="replay: policy comparison",
-        title_justify="left",
-        caption="\n".join(footnotes) or None,
-        caption_justify="left",
-    )
-    t.add_column("metric")
-    for n in names:
-        t.add_column(n, justify="right")
-    for row, texts in zip(rows, cells, strict=True):
-        t.add_row(row[0], *texts)
-    Console(file=sys.stdout).print(t)
+    emit(comparison_document(results, store_path, cluster.num_machines, cluster.total_gpus), fmt)
 
 
 def _print_rows(df: Any, fmt: str, header: dict[str, Any]) -> None:
-    """A table of runs (one row each: an ablation variant or a parameter value) in ``fmt``:
-    json (``header`` and the rows), csv, md, or a rich table; values in their units."""
-    from philly_analyze.units import human
+    """An experiment's table of runs in ``fmt`` (the output layer renders it)."""
+    from philly_analyze.report import emit
+    from philly_analyze.sim.tables import runs_document
 
-    cols = [str(c) for c in df.columns]
-    rows = df.to_dict(orient="records")
-    if fmt in ("json", "csv"):  # each fraction followed by the same in percent (units.py)
-        rows = [with_percent_keys(r) for r in rows]
-        cols = list(rows[0]) if rows else cols
-    if fmt == "json":
-        plain = [{k: _plain(v) for k, v in r.items()} for r in rows]
-        click.echo(json.dumps({**header, "rows": plain}, indent=2))
-        return
-    if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(cols)
-        for r in rows:
-            w.writerow([_plain(r[c]) for c in cols])
-        click.echo(buf.getvalue(), nl=False)
-        return
-    # The first column names the run (variant or the parameter's value): shown as it is.
-    texts = [[str(r[cols[0]]), *(human(c, r[c]) for c in cols[1:])] for r in rows]
-    if fmt == "md":
-        click.echo("| " + " | ".join(cols) + " |")
-        click.echo("|---|" + "---:|" * (len(cols) - 1))
-        for t in texts:
-            click.echo("| " + " | ".join(t) + " |")
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    # Transposed, like the comparison table (a metric per row, a run per column), and as wide
-    # as its cells (a terminal wraps long lines; a narrower table would cut every cell).
-    grid = [[cols[0], *(t[0] for t in texts)]]
-    grid += [[c, *(t[i] for t in texts)] for i, c in enumerate(cols[1:], start=1)]
-    widths = [max(len(r[i]) for r in grid) for i in range(len(grid[0]))]
-    table = Table(title=f"replay: scenario {header['scenario']}", title_justify="left")
-    for i, name in enumerate(grid[0]):
-        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
-    for r in grid[1:]:
-        table.add_row(*r)
-    Console(file=sys.stdout, width=sum(widths) + 3 * len(widths) + 1).print(table)
-
-
-def _cells(results: list, rows: list[list[Any]]) -> tuple[list[list[str]], list[str]]:
-    """Each metric value as text in its unit (``units``), a ``[n]`` marker on a value
-    that has a footnote (``ReplayResult.footnotes``), and the footnotes' lines."""
-    from philly_analyze.units import human
-
-    footnotes: list[str] = []
-    cells = []
-    for row in rows:
-        texts = []
-        for (r, _), v in zip(results, row[1:], strict=True):
-            text = human(row[0], v)
-            note = r.footnotes.get(row[0])
-            if note:
-                footnotes.append(f"[{len(footnotes) + 1}] {r.policy} {row[0]}: {note}")
-                text += f" [{len(footnotes)}]"
-            texts.append(text)
-        cells.append(texts)
-    return cells, footnotes
+    emit(runs_document(df, header), fmt)

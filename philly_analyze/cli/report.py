@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -51,8 +52,10 @@ def _parse_time(ctx: click.Context, param: click.Parameter, value: str | None) -
     epilog="""\b
 Formats: table (rich tables; the default on a terminal), md (the default when stdout is
 not a terminal: plain text that pipes into files, less and grep), html (one self-contained
-file, figures inlined), json (one object with the contract keys, for scripts and jq).
-With -o PATH and no --format, the format follows the suffix (.html, .json, .md, .txt).
+file, figures inlined), json (one object with the contract keys, for scripts and jq), csv
+(one file per table, DIR/<section>_<table>.csv: -o DIR). With -o PATH and no --format, the
+format follows the suffix (.html, .json, .md, .txt); a suffix that names another format
+than --format, or none, is refused.
 
 \b
 Sections: summary, status, queueing, gpu_utilization, locality, host_resources,
@@ -65,21 +68,22 @@ Examples:
   philly-analyze report --format html -o report.html --figures figures/
   philly-analyze report --format json --section queueing --vc-quotas quotas.csv | jq .queueing
   philly-analyze report --vc ee9e8c --since 2017-10-01 --until 2017-11-01
+  philly-analyze report --format csv -o report-csv     # report-csv/queueing_<table>.csv ...
 """,
 )
 @store_option("Store to report on.")
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "md", "html", "json"]),
+    type=click.Choice(["table", "md", "html", "json", "csv"]),
     default=None,
     help="Output format (default: table on a terminal, md otherwise, or from -o's suffix).",
 )
 @click.option(
     "-o",
     "--output",
-    type=PathType(dir_okay=False, path_type=Path),
-    help="Write the report to PATH instead of stdout.",
+    type=PathType(path_type=Path),
+    help="Write the report to PATH instead of stdout (--format csv: a folder).",
 )
 @click.option(
     "--figures",
@@ -132,14 +136,17 @@ def command(
     """
     from philly_analyze.analysis import Scope, run
     from philly_analyze.progress import stderr_console, wants_progress
-    from philly_analyze.report import SUFFIX_FORMATS, render
+    from philly_analyze.report import output_format
     from philly_analyze.store import open_store
 
-    if fmt is None:
-        if output is not None:
-            fmt = SUFFIX_FORMATS.get(output.suffix.lower(), "md")
-        else:
-            fmt = "table" if sys.stdout.isatty() else "md"
+    try:
+        fmt = output_format(fmt, output, "table" if sys.stdout.isatty() else "md")
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    if output is not None and output.is_dir() and fmt != "csv":
+        raise click.UsageError(f"-o {output} is a folder: --format {fmt} writes a file")
+    if fmt == "csv" and output is None:
+        raise click.UsageError("--format csv writes one file per table: add -o DIR")
     if since is not None and until is not None and since >= until:
         raise click.BadParameter("--since must be before --until", param_hint="--since")
     console = stderr_console()
@@ -167,8 +174,8 @@ def command(
                 figures.write(report, figures_dir)
             terminal.print_report(report, Console())
         else:
-            doc = render(report, fmt, figures_dir=figures_dir, output=output)
-            if output is not None:
+            doc = _render(report, fmt, figures_dir, output)
+            if output is not None and fmt != "csv":
                 output.parent.mkdir(parents=True, exist_ok=True)
                 output.write_text(doc, encoding="utf-8")
             else:
@@ -180,3 +187,27 @@ def command(
         where = f" -> {output}" if output is not None else ""
         figs = f", figures in {figures_dir}" if figures_dir is not None else ""
         console.print(f"report ({fmt}) in {secs:.1f} s{where}{figs}", highlight=False)
+
+
+def _render(report: Any, fmt: str, figures_dir: Path | None, output: Path | None) -> str:
+    """The report as text (``fmt``), or with --format csv its tables written into the
+    folder ``output`` (one file each; returns "")."""
+    from philly_analyze.report import csvout, render
+    from philly_analyze.report.model import report_document
+
+    if fmt != "csv":
+        return render(report, fmt, figures_dir=figures_dir, output=output)
+    assert output is not None
+    doc = report_document(report)
+    if output.suffix.lower() == ".csv":  # one file: only when there is one table
+        if len(doc.tables("csv")) != 1:
+            raise click.UsageError(
+                f"-o {output}: the report has {len(doc.tables('csv'))} tables and --format csv "
+                f"writes one file per table: give a folder (-o {output.with_suffix('')})"
+            )
+        output.write_text(render(doc, "csv"), encoding="utf-8")
+        return ""
+    if figures_dir is not None:
+        render(report, "json", figures_dir=figures_dir)  # the figures, as every format draws
+    csvout.write(doc, output)
+    return ""

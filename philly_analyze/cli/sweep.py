@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +16,8 @@ from philly_analyze.cli.options import (
     writes,
 )
 from philly_analyze.errors import PartialFailure, UserError
+from philly_analyze.report import FORMATS
 
-FORMATS = ("table", "json", "csv")
 #: Bounds of a sane sweep: 1e20 seeds crashed building the grid, a jitter of 1e308 s every run.
 MAX_SEEDS = 100_000
 MAX_JITTER_S = 1e9
@@ -37,6 +33,7 @@ Examples:
   philly-analyze sweep --policy las --param 'thresholds_gpu_h=1,10;0.5,5;2,20' --out las
   philly-analyze sweep --policy muxflow --param online_ratio=0.5,1,2 --seeds 3 --out mux
   philly-analyze sweep --policy philly,relaxed --seeds 3 --jitter 60 --format csv > summary.csv
+  philly-analyze sweep --policy philly,fifo --format md > summary.md
   philly-analyze sweep --policy philly --seeds 8 --jitter 60 --ray 10.0.0.5:6379  # needs: a Ray cluster
   philly-analyze sweep --policy philly --seeds 8 --jitter 60 --ray local  # needs: Ray installed
 
@@ -159,7 +156,8 @@ input is bad; 2 for a usage error; 130 when interrupted.
     type=click.Choice(FORMATS),
     default="table",
     show_default=True,
-    help="Summary on stdout: a table of mean ± half-width, or json/csv (every metric).",
+    help="Summary on stdout (the output layer's formats): a table, md or html of mean ± "
+    "half-width, or json/csv (every metric, its mean, half-width, ...).",
 )
 @quiet_option()
 @writes(out="--out")
@@ -265,62 +263,9 @@ def _missing(v: Any) -> bool:
     return v is None or (not isinstance(v, str | bool) and bool(pd.isna(v)))
 
 
-def _plain(v: Any) -> Any:
-    if _missing(v):
-        return None
-    if hasattr(v, "item"):  # numpy scalar
-        v = v.item()
-    if isinstance(v, float):
-        return round(v, 9)
-    return v
-
-
 def _print(res: Any, fmt: str, chosen: list[str], store_path: str) -> None:
-    from philly_analyze.sweep.report import headline, wide
+    """The sweep's summary in ``fmt`` (the output layer renders it)."""
+    from philly_analyze.report import emit
+    from philly_analyze.sweep.report import summary_document
 
-    s = res.summary
-    if fmt == "json":
-        doc = {
-            "store": str(store_path),
-            "inputs_id": res.inputs_id,
-            "out": str(res.out) if res.out else None,
-            "executor": res.executor,
-            "runs": len(res.runs),
-            "executed": res.executed,
-            "skipped": res.skipped,
-            "seconds": round(res.seconds, 3),
-            "startup_seconds": round(res.startup_seconds, 3),
-            "failed": [
-                {
-                    "policy": r["policy"],
-                    "seed": int(r["seed"]),
-                    "params": json.loads(r["params_json"]),
-                    "error": r["error"],
-                }
-                for _, r in res.failed.iterrows()
-            ],
-            "summary": [{k: _plain(v) for k, v in row.items()} for row in s.to_dict("records")],
-            "figures": [str(f) for f in res.figures],
-            "notes": res.notes,
-        }
-        click.echo(json.dumps(doc, indent=2))
-        return
-    if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(s.columns)
-        for row in s.itertuples(index=False):
-            w.writerow(["" if _plain(v) is None else _plain(v) for v in row])
-        click.echo(buf.getvalue(), nl=False)
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    header, rows = wide(s, headline(s, chosen or None))
-    t = Table(title="sweep: mean over seeds ± half-width of the t-interval", title_justify="left")
-    for i, h in enumerate(header):
-        t.add_column(h, justify="left" if i == 0 else "right")
-    for r in rows:
-        t.add_row(*r)
-    # Piped to a file: one line per row however wide (rich would wrap at 80 columns).
-    Console(file=sys.stdout, width=None if sys.stdout.isatty() else 400).print(t)
+    emit(summary_document(res, store_path, chosen), fmt)

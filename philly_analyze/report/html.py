@@ -1,14 +1,17 @@
 """``--format html``: one self-contained file (inline CSS, figures as base64 PNG ``data:``
 URIs, no scripts, no external references). Every piece of text that comes from the data --
-job ids, VC names, failure reasons, log lines, notes -- goes through ``html.escape``."""
+job ids, VC names, failure reasons, log lines, notes -- goes through ``html.escape``. Renders
+any ``Document`` (every verb's output), or an analysis ``Report``."""
 
 from __future__ import annotations
 
 import base64
 from html import escape
 
-from philly_analyze.analysis import Report, ResultTable
+from philly_analyze.analysis import Report
 from philly_analyze.report import text
+from philly_analyze.report.model import Document, as_document
+from philly_analyze.report.model import Table as ResultTable
 
 # Borders are separate, not collapsed: a pinned (sticky) first column keeps its own frame.
 CSS = """
@@ -39,35 +42,45 @@ BOX_PX = 1200
 CLIP_CHARS = 60
 
 
-def render(report: Report, figures: dict[str, list[tuple[str, bytes]]] | None = None) -> str:
-    """The report as an HTML document; ``figures`` maps section -> [(caption, png bytes)]."""
+def render(
+    doc: Document | Report, figures: dict[str, list[tuple[str, bytes]]] | None = None
+) -> str:
+    """The document as HTML; ``figures`` maps section -> [(caption, png bytes)]."""
+    doc = as_document(doc)
+    title = doc.title or next((t.title for _, t in doc.tables("html") if t.title), "")
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        "<title>philly-analyze report</title>",
+        f"<title>{escape(title or 'philly-analyze')}</title>",
         f"<style>{CSS}</style></head><body>",
-        "<h1>philly-analyze report</h1>",
-        f"<p>Store <code>{escape(report.store_path)}</code>; scope: "
-        f"{escape(report.scope.describe())}.</p>",
-        "<nav><ul>",
     ]
-    for name, sec in report.sections.items():
-        parts.append(f'<li><a href="#{escape(name)}">{escape(sec.title)}</a></li>')
-    parts.append("</ul></nav>")
-    for name, sec in report.sections.items():
-        parts.append(f'<section id="{escape(name)}"><h2>{escape(sec.title)}</h2>')
+    if doc.title:
+        parts.append(f"<h1>{escape(doc.title)}</h1>")
+    if doc.store is not None:
+        scope = f"; scope: {escape(doc.scope)}" if doc.scope is not None else ""
+        parts.append(f"<p>Store <code>{escape(doc.store)}</code>{scope}.</p>")
+    titled = [sec for sec in doc.sections if sec.title]
+    if len(titled) > 1 or doc.title:
+        parts.append("<nav><ul>")
+        for sec in titled:
+            parts.append(f'<li><a href="#{escape(sec.name)}">{escape(sec.title or "")}</a></li>')
+        parts.append("</ul></nav>")
+    for sec in doc.sections:
+        head = f"<h2>{escape(sec.title)}</h2>" if sec.title else ""
+        parts.append(f'<section id="{escape(sec.name)}">{head}')
         for note in sec.notes:
             parts.append(f'<p class="note">note: {escape(note)}</p>')
         for t in sec.tables:
-            parts += _table(t)
-        for caption, png in (figures or {}).get(name, []):
+            if t.shown_in("html"):
+                parts += _table(t)
+        for caption, png in (figures or {}).get(sec.name, []):
             b64 = base64.b64encode(png).decode("ascii")
             parts.append(
                 f'<figure><img alt="{escape(caption)}" src="data:image/png;base64,{b64}">'
                 f"<figcaption>{escape(caption)}</figcaption></figure>"
             )
         parts.append("</section>")
-    cites = "".join(f"<p>{escape(line)}</p>" for line in text.citations(report))
+    cites = "".join(f"<p>{escape(line)}</p>" for line in doc.footer)
     parts.append(f"<footer>{cites}</footer></body></html>")
     return "\n".join(parts) + "\n"
 
@@ -76,7 +89,7 @@ def _table(t: ResultTable) -> list[str]:
     """One table: title, description, a hint when it is wider than the page, and the table
     in a box that scrolls sideways with its first column pinned."""
     where = f" <small>(paper: {escape(t.paper)})</small>" if t.paper else ""
-    out = [f"<h3>{escape(t.title)}{where}</h3>"]
+    out = [f"<h3>{escape(t.title)}{where}</h3>"] if t.title else []
     if t.description:
         out.append(f'<p class="desc">{escape(t.description)}</p>')
     cols = text.columns(t)
@@ -93,9 +106,9 @@ def _table(t: ResultTable) -> list[str]:
             f"&rarr;</b> (the first column stays in place).{cut}</p>"
         )
     head = "".join(
-        f'<th class="paper">{escape(text.header(c))}</th>'
+        f'<th class="paper">{escape(text.heading(t, c))}</th>'
         if text.is_paper(c)
-        else f"<th>{escape(text.header(c))}</th>"
+        else f"<th>{escape(text.heading(t, c))}</th>"
         for c in cols
     )
     # A wide table (Table 7 has 26 columns) scrolls inside its own box, its first column
@@ -109,6 +122,7 @@ def _table(t: ResultTable) -> list[str]:
         cells = "".join(_cell(v, k, c) for k, v, c in zip(kinds, r, clip, strict=True))
         out.append(f"<tr>{cells}</tr>")
     out.append("</tbody></table></div>")
+    out += [f'<p class="desc">{escape(line)}</p>' for line in t.notes]
     return out
 
 
@@ -132,7 +146,7 @@ def _min_width_px(
     text wraps at spaces; cut text takes at most 28 em)."""
     total = 0.0
     for i, c in enumerate(cols):
-        head = max(len(w) for w in text.header(c).split()) * _BOLD_PX
+        head = max((len(w) for w in text.heading(t, c).split()), default=0) * _BOLD_PX
         if clip[i]:
             cell = 28 * 13
         elif i == 0 or text.is_numeric(t, c):

@@ -1,7 +1,8 @@
 """``--format table``: rich tables for a terminal, the paper's value (dim) beside each computed
-one. A table too wide for the console shows its compact column set (``ResultTable.display``)
+one. A table too wide for the console shows its compact column set (``Table.display``)
 and says under it which columns it left out and how to see them. Data text is printed as plain
-text (``rich.text.Text``), never parsed as rich markup."""
+text (``rich.text.Text``), never parsed as rich markup. Renders any ``Document`` (every verb's
+output), or an analysis ``Report``."""
 
 from __future__ import annotations
 
@@ -13,24 +14,28 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from philly_analyze.analysis import Report, ResultTable
+from philly_analyze.analysis import Report
 from philly_analyze.report import text
+from philly_analyze.report.model import Document, as_document
+from philly_analyze.report.model import Table as ResultTable
 
 
-def renderables(report: Report, width: int = 250) -> Group:
+def renderables(doc: Document | Report, width: int = 250) -> Group:
     """Everything to print on a console ``width`` characters wide, as one rich renderable."""
-    parts: list[object] = [
-        Text.assemble(
-            ("philly-analyze report", "bold"),
-            f"  store {report.store_path}  scope: {report.scope.describe()}",
-        )
-    ]
-    for sec in report.sections.values():
-        parts.append(Rule(Text(sec.title, style="bold"), align="left"))
+    doc = as_document(doc)
+    parts: list[object] = []
+    if doc.title:
+        where = f"  store {doc.store}" if doc.store is not None else ""
+        where += f"  scope: {doc.scope}" if doc.scope is not None else ""
+        parts.append(Text.assemble((doc.title, "bold"), where))
+    for sec in doc.sections:
+        tables = [t for t in sec.tables if t.shown_in("table")]
+        if sec.title:
+            parts.append(Rule(Text(sec.title, style="bold"), align="left"))
         for note in sec.notes:
             parts.append(Text(f"note: {note}", style="yellow"))
-        parts.extend(_fitted(t, width) for t in sec.tables)
-    parts.extend(Text(line, style="dim") for line in text.citations(report))
+        parts.extend(_fitted(t, width) for t in tables)
+    parts.extend(Text(line, style="dim") for line in doc.footer)
     return Group(*parts)
 
 
@@ -44,7 +49,7 @@ def _fitted(t: ResultTable, width: int) -> Table:
         return full
     compact = _filled(t, compact, width)
     left_out = [
-        text.header(c) for c in text.columns(t) if c not in compact and not text.is_paper(c)
+        text.heading(t, c) for c in text.columns(t) if c not in compact and not text.is_paper(c)
     ]
     hint = (
         f"Not shown, for want of width: {', '.join(left_out)} (and their paper values). All "
@@ -79,7 +84,7 @@ def _filled(t: ResultTable, compact: list[str], width: int) -> list[str]:
 
 def _table(t: ResultTable, cols: list[str], hint: str | None = None) -> Table:
     body = text.rows(t, cols)
-    caption = "\n".join(x for x in (t.description, hint) if x)
+    caption = "\n".join(x for x in (t.description, *t.notes, hint) if x)
     tbl = Table(
         title=Text(t.title + (f"  [{t.paper}]" if t.paper else "")),
         title_justify="left",
@@ -91,15 +96,17 @@ def _table(t: ResultTable, cols: list[str], hint: str | None = None) -> Table:
             # A number never wraps (split over two lines it misreads); its header wraps at
             # spaces instead. Text columns (reasons, VC names) fold when space is short.
             w = max((len(r[i]) for r in body), default=1)
+            if not t.fold_headers:
+                w = max(w, len(text.heading(t, c)))
             tbl.add_column(
-                Text(_wrap(text.header(c), w)),
+                Text(_wrap(text.heading(t, c), w)),
                 justify="right",
                 style="dim" if text.is_paper(c) else None,
                 min_width=w,
                 no_wrap=True,
             )
         else:
-            h = text.header(c)
+            h = text.heading(t, c)
             w = max([len(r[i]) for r in body] + [len(x) for x in h.split()], default=1)
             tbl.add_column(Text(h), overflow="fold", min_width=min(w, 14))
     for r in body:
@@ -112,16 +119,16 @@ def _wrap(header: str, width: int) -> str:
     return "\n".join(textwrap.wrap(header, max(width, 1), break_long_words=False)) or header
 
 
-def render(report: Report, width: int | None = None) -> str:
-    """The report as plain text for a file or pipe (250 characters wide unless ``width``)."""
+def render(doc: Document | Report, width: int | None = None) -> str:
+    """The document as plain text for a file or pipe (250 characters wide unless ``width``)."""
     console = Console(width=width or 250, record=True, file=_Null(), force_terminal=False)
-    console.print(renderables(report, console.width))
+    console.print(renderables(doc, console.width))
     return console.export_text(styles=False)
 
 
-def print_report(report: Report, console: Console) -> None:
+def print_report(doc: Document | Report, console: Console) -> None:
     """Print straight to a console (keeps colours on a terminal)."""
-    console.print(renderables(report, console.width))
+    console.print(renderables(doc, console.width))
 
 
 class _Null:

@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 
 from philly_analyze.analysis import paper
-from philly_analyze.analysis.result import PAPER_PREFIX, ResultTable
+from philly_analyze.analysis.result import PAPER_PREFIX
 
 if TYPE_CHECKING:
     from philly_analyze.analysis import Report
+    from philly_analyze.report.model import Table
 
 MISSING = "–"
 #: Display names where the general rule (``header``) reads badly.
@@ -59,6 +60,14 @@ def header(col: str) -> str:
     return f"{name} ({unit})" if unit else name
 
 
+def heading(table: Table, col: str) -> str:
+    """Display name of a column of ``table``: its own name for it (``Table.headers``), else
+    ``header``'s."""
+    if table.headers is not None and col in table.headers:
+        return table.headers[col]
+    return header(col)
+
+
 def cell(value: Any) -> str:
     """One value as text: thousands separators for counts, 2 decimals (3 below 1) for the
     rest, ``–`` for missing."""
@@ -87,9 +96,24 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def is_numeric(table: ResultTable, col: str) -> bool:
+def label(value: Any) -> str:
+    """A value that names something (a parameter's value in a sweep's row) as it was given:
+    ``30.0`` -> ``30``, ``0.5`` -> ``0.5``; missing -> empty."""
+    from philly_analyze.report.model import plain
+
+    v = plain(value)
+    if v is None:
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def is_numeric(table: Table, col: str) -> bool:
     """Whether a column is right-aligned (numbers and the paper's values; in a table of one
-    metric a row, a column of ints and floats)."""
+    metric a row, a column of ints and floats; or the table's own ``numeric`` set)."""
+    if table.numeric is not None:
+        return col in table.numeric
     if is_paper(col) or pd.api.types.is_numeric_dtype(table.frame[col].dtype):
         return True
     vals = table.frame[col].dropna().tolist()
@@ -100,7 +124,7 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
 
 
-def columns(table: ResultTable, compact: bool = False) -> list[str]:
+def columns(table: Table, compact: bool = False) -> list[str]:
     """Columns to show (``table.display`` when compact and set), paper columns kept beside
     their computed column."""
     cols = list(table.frame.columns)
@@ -110,8 +134,11 @@ def columns(table: ResultTable, compact: bool = False) -> list[str]:
     return cols
 
 
-def rows(table: ResultTable, cols: list[str]) -> list[list[str]]:
-    """The frame's rows as formatted text."""
+def rows(table: Table, cols: list[str]) -> list[list[str]]:
+    """The frame's rows as text: the table's own ``texts`` (values in their units), else
+    each value through ``cell``."""
+    if table.texts is not None:
+        return [list(map(str, r)) for r in table.texts[cols].itertuples(index=False, name=None)]
     frame = table.frame[cols]
     return [[cell(v) for v in r] for r in frame.itertuples(index=False, name=None)]
 

@@ -1,8 +1,10 @@
-"""The sweep's summary as a wide table (one row per cell, ``mean ± half-width`` per metric)
-and as ``report.md`` next to the figures."""
+"""The sweep's summary as a wide table (one row per cell, ``mean ± half-width`` per metric),
+as the document ``sweep`` prints (output layer: ``philly_analyze.report``) and as
+``report.md`` next to the figures."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,12 +12,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from philly_analyze.report import markdown
+from philly_analyze.report.model import TEXT_FORMATS, Document, Section, Table
+from philly_analyze.report.text import label
 from philly_analyze.sweep.figures import unit
 from philly_analyze.sweep.spec import PARAM_PREFIX
 
 if TYPE_CHECKING:
     from philly_analyze.sweep.run import SweepResult
 
+TITLE = "sweep: mean over seeds ± half-width of the t-interval"
 #: Shown by default in the terminal table and the report (every metric is in the files).
 HEADLINE = ("jct_mean_s", "queue_mean_s", "queue_p95_s", "gpu_util_allocated_pct", "makespan_s")
 
@@ -58,7 +64,7 @@ def wide(summary: pd.DataFrame, metrics: list[str]) -> tuple[list[str], list[lis
             v = cell[c]
             mask &= summary[c].isna().to_numpy() if pd.isna(v) else (summary[c] == v).to_numpy()
         g = summary[mask].set_index("metric")
-        row = [str(cell["policy"]), *("" if pd.isna(cell[c]) else _plain(cell[c]) for c in params)]
+        row = [str(cell["policy"]), *(label(cell[c]) for c in params)]
         row += [str(int(cell["runs"])), str(int(cell["failed"]))]
         row += [
             fmt_ci(m, g.at[m, "mean"], g.at[m, "half_width"]) if m in g.index else "-"
@@ -68,10 +74,53 @@ def wide(summary: pd.DataFrame, metrics: list[str]) -> tuple[list[str], list[lis
     return header, rows
 
 
-def _plain(v: Any) -> str:
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return str(v)
+def summary_table(summary: pd.DataFrame, metrics: list[str]) -> Table:
+    """The wide summary (``wide``) as a table of the output layer: its cells are text
+    (``mean ± half-width``), shown by table, md and html (csv and json carry the numbers)."""
+    header, rows = wide(summary, metrics)
+    frame = pd.DataFrame(rows, columns=header, dtype=object)
+    return Table(
+        "summary_wide",
+        TITLE,
+        frame,
+        texts=frame,
+        headers={h: h for h in header},
+        numeric=frozenset(header[1:]),
+        formats=TEXT_FORMATS,
+    )
+
+
+def summary_document(result: SweepResult, store_path: str, metrics: list[str] | None) -> Document:
+    """What ``sweep`` prints: the wide table of the headline (or chosen) metrics in table, md
+    and html; every metric of the summary (``summary.parquet``'s columns) in csv; and in json
+    the sweep's object (docs/sweep.md: store, inputs_id, runs, failed, summary, ...)."""
+    s = result.summary
+    numbers = Table("summary", TITLE, s, formats=frozenset({"csv"}))
+    data = {
+        "store": str(store_path),
+        "inputs_id": result.inputs_id,
+        "out": str(result.out) if result.out else None,
+        "executor": result.executor,
+        "runs": len(result.runs),
+        "executed": result.executed,
+        "skipped": result.skipped,
+        "seconds": round(result.seconds, 3),
+        "startup_seconds": round(result.startup_seconds, 3),
+        "failed": [
+            {
+                "policy": r["policy"],
+                "seed": int(r["seed"]),
+                "params": json.loads(r["params_json"]),
+                "error": r["error"],
+            }
+            for _, r in result.failed.iterrows()
+        ],
+        "summary": numbers.records(),
+        "figures": [str(f) for f in result.figures],
+        "notes": result.notes,
+    }
+    wide_table = summary_table(s, headline(s, metrics or None))
+    return Document([Section("sweep", None, [wide_table, numbers])], data=data)
 
 
 def write_report(
@@ -98,11 +147,9 @@ def write_report(
         "(every metric: `summary.parquet`; every run: `runs.parquet`).",
         "",
     ]
-    header, rows = wide(result.summary, headline(result.summary, metrics))
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "---|" * 1 + "---:|" * (len(header) - 1))
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    lines.append("")
+    lines += markdown.table(
+        summary_table(result.summary, headline(result.summary, metrics)), heading=False
+    )
     for png in result.figures:
         lines += [f"![{png.stem}]({png.relative_to(path.parent)})", ""]
     if len(result.failed):
