@@ -19,7 +19,7 @@ def _esc(s: str) -> str:
     )
 
 
-def render(report: Report, figures: dict[str, str] | None = None) -> str:
+def render(report: Report, figures: dict[str, list[str]] | None = None) -> str:
     """The report as markdown; ``figures`` maps section name -> markdown image lines."""
     out = [
         "# philly-analyze report",

@@ -5,9 +5,10 @@ text (``rich.text.Text``), never parsed as rich markup."""
 
 from __future__ import annotations
 
+import io
 import textwrap
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
 from rich.rule import Rule
 from rich.table import Table
@@ -19,7 +20,7 @@ from philly_analyze.report import text
 
 def renderables(report: Report, width: int = 250) -> Group:
     """Everything to print on a console ``width`` characters wide, as one rich renderable."""
-    parts: list[object] = [
+    parts: list[RenderableType] = [
         Text.assemble(
             ("philly-analyze report", "bold"),
             f"  store {report.store_path}  scope: {report.scope.describe()}",
@@ -124,8 +125,9 @@ def print_report(report: Report, console: Console) -> None:
     console.print(renderables(report, console.width))
 
 
-class _Null:
-    """A file that discards what is written (the console only records or measures)."""
+class _Null(io.StringIO):
+    """A file that discards what is written (the console only records or measures); a
+    StringIO only to be a text file to rich's types, it keeps nothing."""
 
     def write(self, s: str) -> int:
         return len(s)
