@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 
 from philly_analyze.fetch import REGISTRY, load_registry
 from tests import small_store
@@ -161,7 +162,7 @@ def one_file(tmp: Path, urls: list[str], data: bytes = DATA, path: str = "data.b
     )
 
 
-def fetch(reg: Path, dest: Path, *more: str) -> object:
+def fetch(reg: Path, dest: Path, *more: str) -> Result:
     return cli("fetch", "demo", "--registry", reg, "--to", dest, *more)
 
 

@@ -215,9 +215,10 @@ def test_every_declared_file_round_trips(tmp_path: Path) -> None:
         assert st.read_artifact("sharing") == sharing
         assert quotas_for_store(st) == {"a": 2, "b": 0}
         for name in ("waiting", "sharing_timeseries", "vc_quotas"):
-            tbl = st.read_artifact(name)
+            tbl, table = st.read_artifact(name), schemas.ARTIFACTS[name].table
+            assert tbl is not None and table is not None  # tabular artefacts
             assert tbl.schema == schemas.ARTIFACTS[name].schema
-            assert tbl.to_pydict() == schemas.conform(schemas.ARTIFACTS[name].table, files[name]).to_pydict()  # fmt: skip
+            assert tbl.to_pydict() == schemas.conform(table, files[name]).to_pydict()
     assert (tmp_path / "s" / "vc_quotas.csv").read_text() == "vc,gpus\na,2\nb,0\n"
 
 
