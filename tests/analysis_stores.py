@@ -50,7 +50,7 @@ def write_store(
     path: Path,
     *,
     machines: dict[str, int] | None = None,
-    jobs: list[Job] = (),  # type: ignore[assignment]
+    jobs: Sequence[Job] = (),
     racks: dict[str, str] | None = None,
     source: str = "philly_job_log",
     extra: dict[str, dict[str, Any] | pa.Table] | None = None,

@@ -55,6 +55,7 @@ class State:
 
 class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
+        # The fixture hangs the test's State on the server object (untyped there).
         st: State = self.server.state  # type: ignore[attr-defined]
         st.requests.append((self.path, self.headers.get("Range")))
         if st.budget is not None and st.budget <= 0:
@@ -113,11 +114,11 @@ class Server:
 @pytest.fixture
 def server() -> Iterator[Server]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.state = State({"data.bin": DATA})  # type: ignore[attr-defined]
+    httpd.state = State({"data.bin": DATA})  # type: ignore[attr-defined]  # read by Handler
     t = threading.Thread(target=httpd.serve_forever, daemon=True)
     t.start()
     try:
-        yield Server(httpd.state, httpd.server_address[1])  # type: ignore[attr-defined]
+        yield Server(httpd.state, httpd.server_address[1])  # type: ignore[attr-defined]  # as above
     finally:
         httpd.shutdown()
         httpd.server_close()
@@ -565,6 +566,7 @@ def test_shipped_registry_urls_are_pinned_or_say_why_not() -> None:
         assert raw[name]["licence"] and raw[name]["citation"], name
         for f in ds.files:
             assert f.verified, f.path
+            # A URL that does not match fails the test here, with its AttributeError.
             hosts = {re.match(r"https://([^/]+)/", u).group(1) for u in f.urls}  # type: ignore[union-attr]
             assert hosts <= {"raw.githubusercontent.com", "media.githubusercontent.com"}, f.urls
             # Checked: the first URL names a full commit; else the reason is given.

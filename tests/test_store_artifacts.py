@@ -256,7 +256,7 @@ def test_a_failed_commit_puts_the_files_back(tmp_path: Path) -> None:
         raise RuntimeError("disk gone")
 
     with Store(path) as st:
-        st._rebuild_views_sql = boom  # type: ignore[method-assign]
+        st._rebuild_views_sql = boom  # type: ignore[method-assign]  # a failing rebuild, injected
         with pytest.raises(RuntimeError, match="disk gone"), st.batch() as b:
             b.write("jobs", {"job_id": ["j"], "source": ["x"]})
             b.write_artifact("replay", _settings(seed=2))
