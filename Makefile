@@ -33,9 +33,11 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/pytest -n 2 -m ''
 
+# mypy checks what [tool.mypy] `files` in pyproject.toml lists, with that section's settings.
 lint: $(STAMP)
 	$(BIN)/ruff check philly_analyze tests bench
 	$(BIN)/ruff format --check philly_analyze tests bench
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix philly_analyze tests bench
@@ -50,5 +52,5 @@ sample: $(STAMP)
 		--days 2 --start 2017-11-04 --seed 3 --ganglia-step 360
 
 clean:
-	rm -rf $(VENV) $(STORE) $(OUT) build *.egg-info .pytest_cache .ruff_cache bench-out
+	rm -rf $(VENV) $(STORE) $(OUT) build *.egg-info .pytest_cache .ruff_cache .mypy_cache bench-out
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

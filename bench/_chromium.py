@@ -314,7 +314,7 @@ def check_page(
         found = b.call("Runtime.evaluate", expression=MEASURE_JS, returnByValue=True)
         if "exceptionDetails" in found:
             raise RuntimeError(f"measuring the page failed: {found['exceptionDetails']}")
-        clip = {}
+        clip: dict[str, Any] = {}
         if shot_of is not None:
             rect = b.call(
                 "Runtime.evaluate",

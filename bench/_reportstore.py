@@ -33,7 +33,7 @@ REASONS = (
 
 def _schedule(
     rng: np.random.Generator, n_jobs: int, sizes: np.ndarray, days: float
-) -> dict[str, np.ndarray | list]:
+) -> dict[str, np.ndarray]:
     """Greedy gang scheduler over arrivals; returns attempt and placement columns."""
     free = sizes.astype(np.int64).copy()
     horizon = days * 86400.0
@@ -103,7 +103,7 @@ def _schedule(
             row = len(att_job)
             last = k == retries[j]
             length = dur[j] if last else dur[j] * rng.uniform(0.01, 0.5)
-            gpus: list[tuple[int, int]] = []
+            gpus = []  # (machine, GPU) pairs, as in `running`
             left = n
             for m in chosen:
                 take = min(left, int(free[m]))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
-import sys
 from pathlib import Path
 
 import duckdb
@@ -152,4 +151,4 @@ def run_against_duckdb() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    run()

@@ -19,6 +19,7 @@ import socket
 import time
 import tomllib
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -296,7 +297,7 @@ def _http_message(url: str, e: urllib.error.HTTPError) -> str:
 
 
 def _unreachable(url: str, reason: object) -> str:
-    host = urllib.request.urlparse(url).netloc
+    host = urllib.parse.urlparse(url).netloc
     if isinstance(reason, socket.gaierror):
         why = f"cannot resolve {host}: are you offline?"
     elif isinstance(reason, ConnectionRefusedError):

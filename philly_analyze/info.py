@@ -315,10 +315,10 @@ def _sources_block(sources: list[dict[str, Any]]) -> list[str]:
         acc[0] += 1
         acc[1] += s["rows"] or 0
         acc[2] += s["rejected"] or 0
-    rows = [(f, *v) for f, v in sorted(per.items())]
+    per_format = [(f, *v) for f, v in sorted(per.items())]
     return [
         head + ", per format (`--format json` lists each with its sha256)",
-        *_grid(("format", "sources", "rows", "rejected"), rows),
+        *_grid(("format", "sources", "rows", "rejected"), per_format),
     ]
 
 

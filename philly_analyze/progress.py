@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # rich costs ~0.2 s to import: only when a bar or console is made
     from rich.console import Console
-    from rich.progress import Progress
+    from rich.progress import Progress, TaskID
 
 
 class Tracker(Protocol):
@@ -58,7 +58,7 @@ def reporting(tracker: Tracker) -> Iterator[Tracker]:
 
 
 class _RichTracker:
-    def __init__(self, progress: Progress, task: int):
+    def __init__(self, progress: Progress, task: TaskID):
         self._p = progress
         self._t = task
 

@@ -247,7 +247,7 @@ class Batch:
 
     def staged_files(self) -> list[tuple[str, Path, str]]:
         """(table, staged path, relative final path) of every staged Parquet file."""
-        out = []
+        out: list[tuple[str, Path, str]] = []
         for table in schemas.TABLES:
             tdir = self.staging / table
             if not tdir.exists():
@@ -538,7 +538,7 @@ class Store:
     ) -> list[dict[str, Any]]:
         """ingest_log rows with this content hash or file fingerprint."""
         q = "SELECT * FROM ingest_log WHERE sha256 = ? OR fingerprint = ?"
-        return self.con.execute(q, [sha256, fingerprint]).fetch_df().to_dict("records")
+        return self.con.execute(q, [sha256, fingerprint]).fetch_df().to_dict("records", into=dict)
 
     # ------------------------------------------------------------------ views
     def rebuild_views(self, temporary: bool = False) -> None:

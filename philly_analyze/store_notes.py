@@ -111,7 +111,7 @@ def unlisted_machine_notes(store: Store) -> list[str]:
                   coalesce(sum(num_gpus - listed_num_gpus)
                            FILTER (WHERE num_gpus > listed_num_gpus), 0)
            FROM machines"""
-    ).fetchone()
+    ).fetchall()[0]  # an aggregate: always one row
     listed, hosts, gpus, unknown, bigger, extra = (int(x) for x in row)
     notes = []
     if hosts:

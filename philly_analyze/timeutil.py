@@ -75,7 +75,7 @@ def localize_naive(naive: np.ndarray, tz: str) -> tuple[np.ndarray, np.ndarray]:
     if tz == "UTC":
         return np.array(idx.to_numpy(dtype="datetime64[us]")), np.zeros(len(idx), dtype=bool)
     probe = idx.tz_localize(tz, ambiguous="NaT", nonexistent="shift_forward")
-    ambiguous = np.asarray(probe.isna() & ~idx.isna())
+    ambiguous = np.asarray(probe.isna()) & np.asarray(idx.notna())
     first = idx.tz_localize(
         tz, ambiguous=np.ones(len(idx), dtype=bool), nonexistent="shift_forward"
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-def load_quotas(path: str | Path) -> dict[str, int]:
+def load_quotas(path: str | os.PathLike[str]) -> dict[str, int]:
     """Read a quota file (CSV ``vc,gpus`` or JSON object)."""
     p = Path(path)
     try:
@@ -97,7 +98,9 @@ def infer_quotas(gpu_time_by_vc: Mapping[str, float], total_gpus: int) -> dict[s
 STORE_QUOTA_FILE = schemas.VC_QUOTAS.file
 
 
-def stored_quotas(store: object, path: str | Path | None = None) -> dict[str, int] | None:
+def stored_quotas(
+    store: object, path: str | os.PathLike[str] | None = None
+) -> dict[str, int] | None:
     """Quotas from ``path`` if given, else from the store's own ``vc_quotas.csv`` if it has
     one; None when neither gives them (they are inferred then)."""
     if path is not None:

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -172,7 +173,9 @@ def build_steps(
     rack = np.asarray(rack, np.int64)
     ev_rack = rack[mi[nz]]
     order = np.argsort(ev_rack, kind="stable")
-    cuts = np.searchsorted(ev_rack[order], np.unique(rack)) if len(rack) else []
+    cuts: np.ndarray | list[int] = (
+        np.searchsorted(ev_rack[order], np.unique(rack)) if len(rack) else []
+    )
     whole = np.zeros(n_steps, np.int64)
     for r, lo, hi in zip(np.unique(rack).tolist(), cuts, [*cuts[1:], len(order)], strict=True):
         sel = nz[order[lo:hi]]
@@ -247,14 +250,18 @@ class WaitSplit:
         return self.us / 1e6
 
 
+#: A VC's key (its name, or its index in an array of VCs).
+K = TypeVar("K", bound=Hashable)
+
+
 @dataclass
-class MostHeld:
+class MostHeld(Generic[K]):
     """The most the cluster can have held, for ``split_waits`` (module docstring, *Incomplete
     data*): ``steps`` over the same change points as the least, ``usage(key)`` a VC's GPUs per
     step; either None where it equals the least."""
 
     steps: Steps | None = None
-    usage: Callable[[Hashable], np.ndarray] | None = None
+    usage: Callable[[K], np.ndarray] | None = None
 
 
 class _Locality:
@@ -282,10 +289,10 @@ def split_waits(
     n: np.ndarray,
     a: np.ndarray,
     b: np.ndarray,
-    usage: Callable[[Hashable], np.ndarray],
-    quota: Mapping[Hashable, float | None] | None,
+    usage: Callable[[K], np.ndarray],
+    quota: Mapping[K, float | None] | None,
     with_bounds: bool = False,
-    most: MostHeld | None = None,
+    most: MostHeld[K] | None = None,
 ) -> WaitSplit:
     """Split waiting intervals ``[a, b)`` (epoch microseconds; empty or reversed intervals
     count 0) of jobs of VC ``key`` needing ``n`` GPUs by cause. ``usage(key)``: the VC's GPUs
@@ -365,7 +372,7 @@ def seconds_where(steps: Steps, on: np.ndarray, a: np.ndarray, b: np.ndarray) ->
     return us[:, 1]
 
 
-def _unique(key: np.ndarray) -> list[Hashable]:
+def _unique(key: np.ndarray) -> list[Any]:  # the keys' type is not in the array's
     return sorted(set(key.tolist()), key=str)
 
 

@@ -18,7 +18,7 @@ class Crashy(Philly):
     description = "philly, or an abrupt exit of the worker process when crash=true (tests)"
     params = (*Philly.params, Param("crash", bool, False, "exit the process abruptly"))
 
-    def simulate(self, workload, cluster, quotas, params: Mapping[str, Any], seed: int):  # type: ignore[override]
+    def simulate(self, workload, cluster, quotas, params: Mapping[str, Any], seed: int):
         if params["crash"]:
             os._exit(7)
         return super().simulate(workload, cluster, quotas, dict(params), seed)

@@ -7,6 +7,7 @@ exactly what the parsers write.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -49,7 +50,7 @@ def write_store(
     path: Path,
     *,
     machines: dict[str, int] | None = None,
-    jobs: list[Job] = (),  # type: ignore[assignment]
+    jobs: Sequence[Job] = (),
     racks: dict[str, str] | None = None,
     source: str = "philly_job_log",
     extra: dict[str, dict[str, Any] | pa.Table] | None = None,
@@ -146,7 +147,7 @@ def _typed(cols: dict[str, list[Any]], kinds: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def minutes_util(rows: list[tuple[float, str, int, float]]) -> dict[str, Any]:
+def minutes_util(rows: Sequence[tuple[float, str, int, float]]) -> dict[str, Any]:
     """gpu_util columns from (minute, machine, gpu, util) tuples."""
     return {
         "time": pa.array([t(r[0]) for r in rows], pa.timestamp("us", tz="UTC")),

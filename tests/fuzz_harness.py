@@ -228,6 +228,7 @@ def parse(seed: Seed, data: bytes, workdir: Path) -> Parsed:
     staging = workdir / "staging"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    # No store: parsers only stage files through the batch, and nothing here commits it.
     batch = Batch(store=None, batch_id="fuzz", staging=staging)  # type: ignore[arg-type]
     fmt = get_format(seed.format)
     session = fmt.session(batch, IngestContext())

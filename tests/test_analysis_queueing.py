@@ -105,13 +105,17 @@ def test_table2_counts(scenario: Path) -> None:
         rep = run(s, ["queueing"], vc_quotas=QUOTAS)
     t2 = rep["queueing"].frame("table2").set_index("delay_type")
     # fair-share: jwa (2-4), jcc (5-8); fragmentation: jwb (>8); other: jo, jr (1 GPU).
-    assert t2.loc["fair_share", ["gpus_1", "gpus_2_4", "gpus_5_8", "gpus_gt8"]].tolist() == [
+    assert t2.loc[
+        "fair_share", ["gpus_1", "gpus_2_4", "gpus_5_8", "gpus_gt8"]
+    ].to_numpy().tolist() == [
         0,
         1,
         1,
         0,
     ]
-    assert t2.loc["fragmentation", ["gpus_1", "gpus_2_4", "gpus_5_8", "gpus_gt8"]].tolist() == [
+    assert t2.loc[
+        "fragmentation", ["gpus_1", "gpus_2_4", "gpus_5_8", "gpus_gt8"]
+    ].to_numpy().tolist() == [
         0,
         0,
         0,
@@ -142,7 +146,7 @@ def test_delay_percentiles_keep_zero_delays(scenario: Path) -> None:
         rep = run(s, ["queueing"], vc_quotas=QUOTAS)
     d = rep["queueing"].frame("delay_by_vc").set_index(["vc", "gpu_bucket"])
     # VC b jobs' first-start delays (minutes): jb1 0, jb2 0, jwb 25, jo 5, jr 0.
-    row = d.loc[("b", "all")]
+    row = d.loc[[("b", "all")]].iloc[0]
     assert row["jobs"] == 5 and row["waiting_jobs"] == 2
     assert row["mean_min"] == pytest.approx(6.0)
     assert row["p50_min"] == pytest.approx(0.0)  # sorted 0,0,0,5,25: median 0
@@ -316,7 +320,7 @@ def _brute(machines, racks, jobs, quotas) -> dict[str, tuple[float, float, float
                 else:
                     tot[3] += 60
             prev = a.end
-        out[j.job_id] = tuple(tot)
+        out[j.job_id] = (tot[0], tot[1], tot[2], tot[3])
     return out
 
 
@@ -423,9 +427,9 @@ def test_unknown_demand_is_not_zero_gpus(tmp_path: Path) -> None:
         per = decompose_store(s, quotas).set_index("job_id")
         rep = run(s, ["queueing"], vc_quotas=quotas)
     cols = [f"{c}_s" for c in ("fair_share", "fragmentation", "capacity", "other")]
-    assert per.loc["q1", [*cols, "undetermined_s"]].tolist() == [0, 0, 0, 0, 1800]
-    assert per.loc["q2", [*cols, "undetermined_s"]].tolist() == [1800, 0, 0, 0, 0]
-    assert per.loc["q3", [*cols, "undetermined_s"]].tolist() == [0, 0, 0, 0, 600]
+    assert per.loc["q1", [*cols, "undetermined_s"]].to_numpy().tolist() == [0, 0, 0, 0, 1800]
+    assert per.loc["q2", [*cols, "undetermined_s"]].to_numpy().tolist() == [1800, 0, 0, 0, 0]
+    assert per.loc["q3", [*cols, "undetermined_s"]].to_numpy().tolist() == [0, 0, 0, 0, 600]
     assert per.loc[["q1", "q2", "q3"], "cause"].tolist() == [
         "undetermined",
         "fair_share",
@@ -461,8 +465,8 @@ def test_attempt_without_end_bounds_the_cluster_state(tmp_path: Path) -> None:
         per = decompose_store(s, quotas).set_index("job_id")
         rep = run(s, ["queueing"], vc_quotas=quotas)
     cols = [f"{c}_s" for c in ("fair_share", "fragmentation", "capacity", "other")]
-    assert per.loc["w8", [*cols, "undetermined_s"]].tolist() == [0, 0, 0, 600, 1200]
-    assert per.loc["w1", [*cols, "undetermined_s"]].tolist() == [0, 0, 0, 300, 0]
+    assert per.loc["w8", [*cols, "undetermined_s"]].to_numpy().tolist() == [0, 0, 0, 600, 1200]
+    assert per.loc["w1", [*cols, "undetermined_s"]].to_numpy().tolist() == [0, 0, 0, 300, 0]
     assert (per.loc["w8", "cause"], per.loc["w1", "cause"]) == ("undetermined", "other")
     notes = rep["queueing"].notes
     (note,) = [n for n in notes if n.startswith("cluster state: 1 attempts of 1 jobs")]

@@ -64,7 +64,7 @@ def test_retries(store: Path) -> None:
     assert r.loc["2-4", "jobs"] == 2 and r.loc["2-4", "avg_retries"] == 0
     # 5-8: E only, whose status is unknown: no rate.
     assert r.loc["5-8", "jobs"] == 1
-    assert math.isnan(r.loc["5-8", "unsuccessful_rate"])
+    assert math.isnan(r["unsuccessful_rate"].loc["5-8"])
     # all: 5 jobs that ran, 1 retry -> 0.2; 1 unsuccessful of 4 with a status -> 0.25.
     assert r.loc["all", "avg_retries"] == pytest.approx(0.2)
     assert r.loc["all", "unsuccessful_rate"] == pytest.approx(0.25)
@@ -74,7 +74,8 @@ def test_retries(store: Path) -> None:
 def test_summary(store: Path) -> None:
     with Store(store, read_only=True) as s:
         rep = run(s, ["summary"])
-    d = dict(rep["summary"].frame("summary")[["metric", "value"]].itertuples(index=False))
+    summary = rep["summary"].frame("summary")
+    d = dict(zip(summary["metric"], summary["value"], strict=True))
     assert d["jobs"] == 6
     assert d["jobs that ran"] == 5
     assert d["attempts"] == 6

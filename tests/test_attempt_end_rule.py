@@ -26,6 +26,7 @@ Every other GPU-minute is 0. CPU: m1 70 until 10:30 then 10; m2 20; m3 and m4 40
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ def _t(minute: int) -> str:
     return f"{DAY} {_hm(minute)}"
 
 
-def _level(spans: list[tuple[int, int, float]], minute: int) -> float:
+def _level(spans: Sequence[tuple[int, int, float]], minute: int) -> float:
     """The value of the span holding ``minute`` (minutes after 10:00), else 0."""
     return next((v for a, b, v in spans if a <= minute < b), 0.0)
 

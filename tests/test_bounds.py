@@ -36,7 +36,7 @@ def test_int_of_accepts_the_bound_and_refuses_beyond() -> None:
             MACHINE_GPUS.int_of(text)
         assert not isinstance(e.value, OutOfRange)
     with pytest.raises(ValueError):
-        MACHINE_GPUS.int_of(True)  # type: ignore[arg-type]
+        MACHINE_GPUS.int_of(True)  # a bool is an int to Python, not a GPU count
 
 
 def test_check_refuses_nan_and_infinity() -> None:

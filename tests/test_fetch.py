@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 
 from philly_analyze.fetch import REGISTRY, load_registry
 from tests import small_store
@@ -54,6 +55,7 @@ class State:
 
 class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
+        # The fixture hangs the test's State on the server object (untyped there).
         st: State = self.server.state  # type: ignore[attr-defined]
         st.requests.append((self.path, self.headers.get("Range")))
         if st.budget is not None and st.budget <= 0:
@@ -112,11 +114,11 @@ class Server:
 @pytest.fixture
 def server() -> Iterator[Server]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.state = State({"data.bin": DATA})  # type: ignore[attr-defined]
+    httpd.state = State({"data.bin": DATA})  # type: ignore[attr-defined]  # read by Handler
     t = threading.Thread(target=httpd.serve_forever, daemon=True)
     t.start()
     try:
-        yield Server(httpd.state, httpd.server_address[1])  # type: ignore[attr-defined]
+        yield Server(httpd.state, httpd.server_address[1])  # type: ignore[attr-defined]  # as above
     finally:
         httpd.shutdown()
         httpd.server_close()
@@ -161,7 +163,7 @@ def one_file(tmp: Path, urls: list[str], data: bytes = DATA, path: str = "data.b
     )
 
 
-def fetch(reg: Path, dest: Path, *more: str) -> object:
+def fetch(reg: Path, dest: Path, *more: str) -> Result:
     return cli("fetch", "demo", "--registry", reg, "--to", dest, *more)
 
 
@@ -564,6 +566,7 @@ def test_shipped_registry_urls_are_pinned_or_say_why_not() -> None:
         assert raw[name]["licence"] and raw[name]["citation"], name
         for f in ds.files:
             assert f.verified, f.path
+            # A URL that does not match fails the test here, with its AttributeError.
             hosts = {re.match(r"https://([^/]+)/", u).group(1) for u in f.urls}  # type: ignore[union-attr]
             assert hosts <= {"raw.githubusercontent.com", "media.githubusercontent.com"}, f.urls
             # Checked: the first URL names a full commit; else the reason is given.

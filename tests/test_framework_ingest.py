@@ -10,7 +10,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from philly_analyze.cli import main
 from philly_analyze.ingest import framework
@@ -21,7 +21,7 @@ A = "application_1506638472019_0001"
 B = "application_1506638472019_0002"
 
 
-def ingest(*args: str | Path) -> object:
+def ingest(*args: str | Path) -> Result:
     return CliRunner().invoke(main, ["ingest", *map(str, args)])
 
 

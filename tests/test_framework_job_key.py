@@ -28,8 +28,10 @@ def test_key_rules() -> None:
         "b",
     )
     # Compression and one more extension go; other dots stay.
-    assert from_file("/b/model.v2.log.gz", "filename")[0].job_id == "model.v2"
-    assert from_file("/b/logs.tar!x/run7.err", "filename")[0].job_id == "run7"
+    found = from_file("/b/model.v2.log.gz", "filename")
+    assert found is not None and found[0].job_id == "model.v2"
+    found = from_file("/b/logs.tar!x/run7.err", "filename")
+    assert found is not None and found[0].job_id == "run7"
     assert from_file("/r/run17/stdout.txt", "folder") == (
         AttemptId("run17", None, "folder name"),
         "r",

@@ -8,6 +8,7 @@ the gpu_util view held two rows per GPU minute and the analyses counted them twi
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -32,7 +33,7 @@ def df(store: Path, sql: str) -> pd.DataFrame:
         return s.df(sql)
 
 
-def csv(path: Path, column: str, rows: list[tuple[str, float]]) -> Path:
+def csv(path: Path, column: str, rows: Sequence[tuple[str, float]]) -> Path:
     """A ganglia-web CSV export with rows (local time HH:MM of 2017-10-03, value)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     body = "".join(f"2017-10-03T{t}:00-07:00,{v}\n" for t, v in rows)

@@ -103,3 +103,27 @@ def test_prose_that_mentions_ganglia_tags_is_not_a_dump(tmp_path: Path, store_di
     r = ingest(store_dir, d)
     assert r.exit_code == 0
     assert json.loads(r.stdout)["sources"][0]["status"] == "unknown"
+
+
+def test_xport_step_among_the_rows_is_counted_not_taken(tmp_path: Path, store_dir: Path) -> None:
+    # A <step> after the first row (rrdtool puts it in <meta>) once replaced the rows' step:
+    # "x" made it None and the next row raised a TypeError (a traceback, found by mypy).
+    host = tmp_path / "m47"
+    host.mkdir()
+    f = host / "xport.xml"
+    f.write_text(
+        "<xport><meta><step>15</step><legend><entry>gpu0_util</entry></legend></meta><data>"
+        f"<row><t>{T0}</t><v>1.0</v></row>"
+        "<step>x</step>"
+        f"<row><t>{T0 + 15}</t><v>2.0</v></row>"
+        "</data></xport>\n"
+    )
+    r = ingest(store_dir, f)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["rejected"] == 1  # the stray <step>
+    with Store(store_dir, read_only=True) as s:
+        got = s.df("SELECT epoch(time) AS t, util FROM gpu_util ORDER BY time")
+    # Both rows keep step 15: [T0-15, T0) lies in minute T0-60, [T0, T0+15) in minute T0
+    # (T0 is a whole minute).
+    assert got["t"].tolist() == [T0 - 60, T0]
+    assert got["util"].tolist() == [1.0, 2.0]

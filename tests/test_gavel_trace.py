@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner, Result
 
@@ -52,7 +53,7 @@ def msr(job_type: str, steps: int, arrival: float, scale: int) -> str:
 
 def throughputs(path: Path) -> Path:
     # Gavel's layout: GPU type -> "('job type', scale)" -> {"null": alone, "(other)": [a, b]}.
-    iso = {
+    iso: dict[str, dict[str, Any]] = {
         "('ResNet-18 (batch size 128)', 1)": {"null": 20.0, "('LM (batch size 10)', 1)": [9, 3]},
         "('ResNet-18 (batch size 128)', 2)": {"null": 36.0},
         "('LM (batch size 10)', 1)": {"null": 4.0},

@@ -8,14 +8,14 @@ import gzip
 import tarfile
 from pathlib import Path
 
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from philly_analyze.cli import main
 from tests.philly_files import attempt, job, write_job_log, write_machine_list
 from tests.store_query import q
 
 
-def ingest(*args: str | Path):  # type: ignore[no-untyped-def]
+def ingest(*args: str | Path) -> Result:
     return CliRunner().invoke(main, ["ingest", *map(str, args)])
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from philly_analyze.cli import main
 from tests.store_query import q
@@ -27,7 +27,7 @@ def _log(root: Path, job: str, losses: list[float]) -> Path:
     return p
 
 
-def _ingest(*args: str | Path) -> object:
+def _ingest(*args: str | Path) -> Result:
     r = CliRunner().invoke(main, ["ingest", *map(str, args)])
     assert r.exit_code == 0, r.stderr
     return r

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import duckdb
 import numpy as np
@@ -58,7 +59,8 @@ def _start_and_wait_for_staging(args: list[str], store: Path) -> subprocess.Pope
         if staging.exists() and any(staging.iterdir()):
             return p
         if p.poll() is not None:
-            raise AssertionError(f"ingest ended before it could be interrupted: {p.stderr.read()}")
+            err = p.stderr.read() if p.stderr is not None else ""
+            raise AssertionError(f"ingest ended before it could be interrupted: {err}")
         time.sleep(0.005)
     p.kill()
     raise AssertionError("ingest never started writing")
@@ -107,8 +109,8 @@ def test_ctrl_c_exits_130_and_keeps_previous_state(tmp_path: Path) -> None:
 
 
 def test_any_failure_after_ctrl_c_is_reported_as_the_interruption(
-    tmp_path: Path, monkeypatch
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """DuckDB answers a SIGINT inside a query with its own errors (InterruptException,
     RuntimeError, even std::bad_cast from a half-built result): the CLI reports them all as
     the interruption (exit 130), never as a traceback."""
@@ -116,7 +118,7 @@ def test_any_failure_after_ctrl_c_is_reported_as_the_interruption(
 
     import philly_analyze.cli.ingest as ingest_cli
 
-    def interrupted_query(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def interrupted_query(*args: object, **kwargs: object) -> NoReturn:
         with contextlib.suppress(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(1)  # the handler runs here
@@ -132,7 +134,7 @@ def test_any_failure_after_ctrl_c_is_reported_as_the_interruption(
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
     signal.signal(signal.SIGINT, before)
 
-    def duckdb_interrupt(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def duckdb_interrupt(*args: object, **kwargs: object) -> NoReturn:
         raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
 
     monkeypatch.setattr(ingest_cli, "ingest_paths", duckdb_interrupt)

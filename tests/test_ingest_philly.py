@@ -9,7 +9,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from philly_analyze.cli import main
 from philly_analyze.store import Store
@@ -26,13 +26,13 @@ from tests.store_query import q  # plain duckdb, read-only, as any user would
 UTC = dt.UTC
 
 
-def ingest(*args: str | Path) -> object:
+def ingest(*args: str | Path) -> Result:
     result = CliRunner().invoke(main, ["ingest", *map(str, args)])
     return result
 
 
-def utc(*a: int) -> dt.datetime:
-    return dt.datetime(*a, tzinfo=UTC)
+def utc(y: int, mo: int, d: int, h: int = 0, mi: int = 0, s: int = 0) -> dt.datetime:
+    return dt.datetime(y, mo, d, h, mi, s, tzinfo=UTC)
 
 
 # ---------------------------------------------------------------------------- machine list

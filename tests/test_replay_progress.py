@@ -27,8 +27,8 @@ def _replay(store: Path, *extra: str, tty: bool = True) -> tuple[int, str, str]:
     args += ["--store", str(store), "--policy", POLICIES, "--format", "json", *extra]
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
     if not tty:
-        p = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env)
-        return p.returncode, p.stdout, p.stderr
+        done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env)
+        return done.returncode, done.stdout, done.stderr
     master, slave = pty.openpty()
     chunks: list[bytes] = []
 

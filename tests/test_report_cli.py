@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from philly_analyze.analysis import CONTRACT_KEYS
 from philly_analyze.cli import main
@@ -66,7 +66,7 @@ def full_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
-def invoke(*args: str) -> object:
+def invoke(*args: str) -> Result:
     return CliRunner().invoke(main, ["report", *args], catch_exceptions=False)
 
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -21,13 +22,17 @@ from tests._sweep_data import sample_store
 from tests.analysis_stores import Att, Job, minutes_util, write_store
 from tests.conftest import ROOT
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from numpy.typing import ArrayLike
+
 
 def _report(path: Path) -> Report:
     with Store(path, read_only=True) as store:
         return run(store)
 
 
-def _drawn(report: Report) -> dict[str, object]:
+def _drawn(report: Report) -> dict[str, Figure]:
     """Every figure of ``report``, drawn to PNG with warnings recorded (must be none)."""
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -36,6 +41,11 @@ def _drawn(report: Report) -> dict[str, object]:
             figures.to_bytes(fig, "png")
     assert [str(w.message) for w in seen] == []
     return {spec.name: fig for spec, fig in built}
+
+
+def _values(data: ArrayLike) -> list[Any]:
+    """A line's data as a list (matplotlib types it as any array-like)."""
+    return np.asarray(data).tolist()
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +67,7 @@ def no_wait_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_table2_legend_says_no_job_waited(no_wait_store: Path) -> None:
     fig = _drawn(_report(no_wait_store))["table2_wait_causes"]
     legend = fig.axes[0].get_legend()
+    assert legend is not None
     # The colours are named even though only the paper's bars were drawn (the legend used to
     # be empty, with matplotlib's "No artists with labels" warning on stderr).
     assert [t.get_text() for t in legend.get_texts()] == [
@@ -76,11 +87,11 @@ def test_utilization_cdfs_of_one_value_are_lines(no_wait_store: Path) -> None:
     40 and runs to 100 (a lone point at (40, 1.0) before), whatever its line."""
     drawn = _drawn(_report(no_wait_store))
     for name in ("fig5_util_by_status", "fig6_util_by_size"):
-        lines = [ln for ln in drawn[name].axes[0].get_lines() if len(ln.get_xdata())]
+        lines = [ln for ln in drawn[name].axes[0].get_lines() if len(_values(ln.get_xdata()))]
         assert lines, name
         for ln in lines:
-            assert list(ln.get_xdata()) == [40.0, 40.0, 100.0], (name, ln.get_label())
-            assert list(ln.get_ydata()) == [0.0, 1.0, 1.0], (name, ln.get_label())
+            assert _values(ln.get_xdata()) == [40.0, 40.0, 100.0], (name, ln.get_label())
+            assert _values(ln.get_ydata()) == [0.0, 1.0, 1.0], (name, ln.get_label())
 
 
 def test_table5_panel_tells_13_server_counts_apart(tmp_path: Path) -> None:
@@ -110,8 +121,8 @@ def test_table5_panel_tells_13_server_counts_apart(tmp_path: Path) -> None:
     # runs flat to 100% (it used to be a lone point at (bin, 1.0): 13 legend entries, no line).
     for ln, servers in zip(lines, range(2, 15), strict=True):
         bin_ = min(10 * servers, 100)
-        assert list(ln.get_xdata()) == [bin_, bin_, 100.0], servers
-        assert list(ln.get_ydata()) == [0.0, 1.0, 1.0], servers
+        assert _values(ln.get_xdata()) == [bin_, bin_, 100.0], servers
+        assert _values(ln.get_ydata()) == [0.0, 1.0, 1.0], servers
     # The paper's Table 5 mean beside the computed one where it has the row (2, 4, 8 servers).
     assert "2 servers: mean 20.0 (paper 43.7)" in [ln.get_label() for ln in lines]
 
@@ -138,11 +149,11 @@ def test_figures_3_and_7_say_the_papers_curves_are_not_drawn() -> None:
         assert f"the paper's {where}: no values transcribed, so none drawn" in title
     # Each CDF rises from 0 at its first value and runs flat to the panel's right edge: one
     # delay per bucket (0 and 5 minutes; edge 1.1 x 5), CPU minutes 3 at 10% and 1 at 20%.
-    fig3 = [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in drawn["fig3_queueing_delay"].axes[0].get_lines()]  # fmt: skip
+    fig3 = [(_values(ln.get_xdata()), _values(ln.get_ydata())) for ln in drawn["fig3_queueing_delay"].axes[0].get_lines()]  # fmt: skip
     assert fig3 == [([0.0, 0.0, 5.5], [0.0, 1.0, 1.0]), ([5.0, 5.0, 5.5], [0.0, 1.0, 1.0])]
     cpu = drawn["fig7_host_resources"].axes[0].get_lines()[0]
-    assert list(cpu.get_xdata()) == [10.0, 10.0, 20.0, 100.0]
-    assert list(cpu.get_ydata()) == [0.0, 0.75, 1.0, 1.0]
+    assert _values(cpu.get_xdata()) == [10.0, 10.0, 20.0, 100.0]
+    assert _values(cpu.get_ydata()) == [0.0, 0.75, 1.0, 1.0]
 
 
 def _sharing_report(top_slowdown: float) -> Report:
@@ -206,7 +217,9 @@ def test_figure8_legend_sits_beside_the_plot_not_on_it() -> None:
     fig = _drawn(report)["fig8_convergence"]
     fig.draw_without_rendering()
     ax = fig.axes[0]
-    legend, plot = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    drawn_legend = ax.get_legend()
+    assert drawn_legend is not None
+    legend, plot = drawn_legend.get_window_extent(), ax.get_window_extent()
     assert legend.x0 >= plot.x1  # wholly right of the plotting area
     assert legend.y1 <= fig.bbox.y1 and legend.x1 <= fig.bbox.x1  # and inside the figure
 

@@ -132,7 +132,7 @@ def _ganglia_minutes(out: Path, name: str, step_minutes: int) -> int:
                    columns = {{'t': 'VARCHAR', 'v': 'VARCHAR'}}, filename = true)
             WHERE v <> 'NaN' AND regexp_matches(filename, ?)""",
         [f"/{name}$"],
-    ).fetchone()[0]
+    ).fetchall()[0][0]
     return rows * step_minutes
 
 

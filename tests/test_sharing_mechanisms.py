@@ -32,9 +32,10 @@ FLAT = ServiceSpec(
 )
 
 
-def tiny(service: ServiceSpec = FLAT, gpus: int = 1, **over: object) -> SharingConfig:
+def tiny(service: ServiceSpec = FLAT, gpus: int = 1, /, **over: object) -> SharingConfig:
     """A noise-free cluster of ``gpus`` online GPUs running ``service``, matching every minute,
     no injected errors or memory spikes unless ``over`` says so."""
+    # service and gpus are positional-only: the dotted keys of ``over`` never name them.
     base = {
         "cluster.online_gpus": gpus,
         "cluster.ordinary_gpus": 0,

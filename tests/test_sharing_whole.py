@@ -3,6 +3,8 @@ and ablations showing what each mechanism contributes (300 GPUs, one simulated d
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -113,7 +115,7 @@ def test_paper_scenario_table_has_the_papers_numbers_beside_the_simulated() -> N
     assert list(t.index) == ["GPU utilization", "SM activity", "GPU memory"]
     assert t.loc["GPU utilization", "paper_before"] == 0.26
     assert t.loc["GPU utilization", "paper_after"] == 0.76
-    assert t.loc["GPU utilization", "sim_after"] > t.loc["GPU utilization", "sim_before"]
+    assert t["sim_after"].loc["GPU utilization"] > t["sim_before"].loc["GPU utilization"]
     assert comp.to_dict()["results"]["muxflow"]["online_gpus"] == 60
 
 
@@ -156,7 +158,7 @@ def test_forecast_peak_is_the_max_of_the_diurnal_curve_over_the_window() -> None
             np.testing.assert_allclose(fleet.forecast_peak(t, horizon), expect, atol=1e-6)
 
 
-def test_saved_outputs_round_trip_and_draw(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_saved_outputs_round_trip_and_draw(tmp_path: Path) -> None:
     from philly_analyze.report.sharing import plot_saved
     from philly_analyze.sharingout import SharingOutput
     from philly_analyze.store import Store

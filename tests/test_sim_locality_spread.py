@@ -11,6 +11,7 @@ from philly_analyze.sim.cluster import Cluster
 from philly_analyze.sim.engine import EngineConfig, QueueEngine
 from philly_analyze.sim.placement import FreeState
 from philly_analyze.sim.policies.philly import job_locality_waits
+from philly_analyze.sim.result import ReplayResult
 from philly_analyze.sim.slowdown import SlowdownModel
 from philly_analyze.sim.workload import Workload
 
@@ -81,8 +82,8 @@ def test_borrow_limit_caps_a_vc_beyond_its_quota() -> None:
     free = simulate(wl, cluster, "philly", quotas, {}, 0)
     capped = simulate(wl, cluster, "philly", quotas, {"borrow_limit": 0.125}, 0)
 
-    def starts(res: object) -> list[float]:
-        col = res.attempts.column("start_time").cast("int64").to_pylist()  # type: ignore[attr-defined]
+    def starts(res: ReplayResult) -> list[float]:
+        col = res.attempts.column("start_time").cast("int64").to_pylist()
         return sorted(x / S for x in col)
 
     assert starts(free) == [0.0] * 8

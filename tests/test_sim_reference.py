@@ -75,7 +75,7 @@ def reference(wl: Workload, cluster: Cluster, cfg: EngineConfig, model: Slowdown
     N = len(wl)
     vc = wl.vc.tolist() if cfg.quotas is not None else [0] * N
     used: dict[int, int] = {}
-    pending = []  # dicts: ready, seq, j, k
+    pending: list[dict[str, int]] = []  # ready, seq, j, k
     ends = []  # (end, start_counter, j, k, placement)
     arrivals = list(range(N))
     out = []
@@ -143,7 +143,7 @@ def reference(wl: Workload, cluster: Cluster, cfg: EngineConfig, model: Slowdown
                     held.add(n)
         else:
             q = cfg.quotas
-            phases = [q]
+            phases: list[list[int] | None] = [q]  # None: no limit
             if cfg.borrow:
                 phases.append(cfg.borrow_cap)
             for limit in phases:

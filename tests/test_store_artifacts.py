@@ -215,9 +215,10 @@ def test_every_declared_file_round_trips(tmp_path: Path) -> None:
         assert st.read_artifact("sharing") == sharing
         assert quotas_for_store(st) == {"a": 2, "b": 0}
         for name in ("waiting", "sharing_timeseries", "vc_quotas"):
-            tbl = st.read_artifact(name)
+            tbl, table = st.read_artifact(name), schemas.ARTIFACTS[name].table
+            assert tbl is not None and table is not None  # tabular artefacts
             assert tbl.schema == schemas.ARTIFACTS[name].schema
-            assert tbl.to_pydict() == schemas.conform(schemas.ARTIFACTS[name].table, files[name]).to_pydict()  # fmt: skip
+            assert tbl.to_pydict() == schemas.conform(table, files[name]).to_pydict()
     assert (tmp_path / "s" / "vc_quotas.csv").read_text() == "vc,gpus\na,2\nb,0\n"
 
 
@@ -255,7 +256,7 @@ def test_a_failed_commit_puts_the_files_back(tmp_path: Path) -> None:
         raise RuntimeError("disk gone")
 
     with Store(path) as st:
-        st._rebuild_views_sql = boom  # type: ignore[method-assign]
+        st._rebuild_views_sql = boom  # type: ignore[method-assign]  # a failing rebuild, injected
         with pytest.raises(RuntimeError, match="disk gone"), st.batch() as b:
             b.write("jobs", {"job_id": ["j"], "source": ["x"]})
             b.write_artifact("replay", _settings(seed=2))

@@ -62,7 +62,8 @@ def test_each_row_is_the_replay_of_its_settings(store: Path, tmp_path: Path) -> 
         )
     # The locality wait reached the replay: on this data it changes the queueing delay.
     philly = runs[runs["policy"] == "philly"].set_index("param_locality_wait_min")
-    assert set(philly.loc[120.0, "queue_mean_s"]).isdisjoint(philly.loc[0.0, "queue_mean_s"])
+    queue_mean = philly["queue_mean_s"]
+    assert set(queue_mean.loc[120.0]).isdisjoint(queue_mean.loc[0.0])
     # Seeds without jitter are identical for these deterministic policies: said so.
     assert any("every seed gave the same metrics" in n for n in doc["notes"])
     cell = [
@@ -75,7 +76,7 @@ def test_each_row_is_the_replay_of_its_settings(store: Path, tmp_path: Path) -> 
     assert (
         len(cell) == 1 and cell[0]["n"] == 2 and cell[0]["sd"] == 0 and cell[0]["half_width"] == 0
     )
-    assert cell[0]["mean"] == pytest.approx(philly.loc[120.0, "queue_mean_s"].iloc[0])
+    assert cell[0]["mean"] == pytest.approx(queue_mean.loc[120.0].iloc[0])
     # Outputs: summary, figures in both formats, report linking the figure.
     assert (out / "summary.parquet").exists() and (out / "sweep.json").exists()
     for ext in ("png", "svg"):
@@ -290,7 +291,7 @@ def test_a_parameter_set_to_none_is_labelled_and_plotted(store: Path, tmp_path: 
     # relaxed is philly without locality: it takes max_retries too.
     assert sorted(runs.index) == [("philly", "0"), ("philly", "none"), ("relaxed", "0"),
                                   ("relaxed", "none")]  # fmt: skip
-    none_run = json.loads(runs.loc[("philly", "none"), "params_json"])
+    none_run = json.loads(runs["params_json"].loc[("philly", "none")])
     assert none_run["max_retries"] is None  # the replay ran with None, the column says "none"
     labels = {(row["policy"], row["param_max_retries"]) for _, row in _csv(r.stdout).iterrows()}
     assert ("philly", "none") in labels and ("philly", "0") in labels

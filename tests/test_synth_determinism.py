@@ -76,8 +76,8 @@ def test_sample_data_is_what_make_sample_writes(tmp_path: Path) -> None:
     `make sample` after changing the model, the renderers or the failure rules)."""
     root = Path(__file__).resolve().parent.parent
     make = (root / "Makefile").read_text()
-    args = make.split("philly-analyze synth ", 1)[1].split("\n\n", 1)[0]
-    args = args.replace("\\\n", " ").split()
+    recipe = make.split("philly-analyze synth ", 1)[1].split("\n\n", 1)[0]
+    args = recipe.replace("\\\n", " ").split()
     out = tmp_path / "sample"
     args[args.index("--out") + 1] = str(out)
     res = CliRunner().invoke(main, ["synth", *args])

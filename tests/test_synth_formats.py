@@ -235,21 +235,23 @@ def test_framework_logs(synth_out: Path) -> None:
     ta = _truth(synth_out, "attempts")
     root = synth_out / "framework"
     for row in ta.itertuples():
-        assert (root / row.job_id / f"attempt_{row.attempt_idx}" / "stdout.txt").is_file()
+        assert (root / str(row.job_id) / f"attempt_{row.attempt_idx}" / "stdout.txt").is_file()
     loss = _truth(synth_out, "loss")
     ran = loss[loss.attempt_idx.notna()]
     # Every epoch that ran in the window is printed with the truth's loss.
     sample = ran.groupby("job_id").head(2).head(60)
     jobs = _truth(synth_out, "jobs").set_index("job_id")
-    for r in sample.itertuples():
-        log = (root / r.job_id / f"attempt_{int(r.attempt_idx)}" / "stdout.txt").read_text()
-        fw = jobs.loc[r.job_id, "framework"]
+    for job_id, attempt, epoch, loss_value in zip(
+        sample["job_id"], sample["attempt_idx"], sample["epoch"], sample["loss"], strict=True
+    ):
+        log = (root / job_id / f"attempt_{int(attempt)}" / "stdout.txt").read_text()
+        fw = jobs["framework"].loc[job_id]
         if fw == "cntk":
-            assert f"Finished Epoch[{r.epoch:2d} of" in log and f"ce = {r.loss:.8f}" in log
+            assert f"Finished Epoch[{epoch:2d} of" in log and f"ce = {loss_value:.8f}" in log
         elif fw == "tensorflow":
-            assert f"INFO:tensorflow:loss = {r.loss:.6g}, step = {r.epoch * 500}" in log
+            assert f"INFO:tensorflow:loss = {loss_value:.6g}, step = {epoch * 500}" in log
         else:
-            assert f"Epoch: [{r.epoch - 1}]" in log and f"Loss {r.loss:.4e}" in log
+            assert f"Epoch: [{epoch - 1}]" in log and f"Loss {loss_value:.4e}" in log
 
 
 def test_ganglia_exports(synth_out: Path) -> None:
@@ -262,7 +264,7 @@ def test_ganglia_exports(synth_out: Path) -> None:
         want = {f"{m}.csv" for m in ("cpu_user", "cpu_system", "cpu_idle", "mem_total", "mem_free")}
         want |= {
             f"gpu{i}_{m}.csv"
-            for i in range(tm.loc[h, "num_gpus"])
+            for i in range(tm["num_gpus"].loc[h])
             for m in ("util", "mem_util", "fb_memory")
         }
         assert names == want

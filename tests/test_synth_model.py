@@ -196,9 +196,9 @@ def test_scheduler_never_double_books_and_gangs() -> None:
     key = np.stack([sch.wait_job, sch.wait_attempt, sch.wait_cause], axis=1)
     assert len(np.unique(key, axis=0)) == len(key)
     att = wl.first_attempt[sch.wait_job] + sch.wait_attempt
-    last_end = {}
+    last_end: dict[int, int] = {}
     for a, e in zip(att.tolist(), sch.wait_end.tolist(), strict=True):
         last_end[a] = max(e, last_end.get(a, e))
-    for a, e in last_end.items():
-        if 0 <= sch.att_start[a] < w.seconds:
-            assert e == sch.att_start[a], a
+    for attempt, end in last_end.items():
+        if 0 <= sch.att_start[attempt] < w.seconds:
+            assert end == sch.att_start[attempt], attempt

@@ -22,6 +22,7 @@ worked out from the data file (startup latency, borrowing cap); the slow test ch
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ def test_active_share_looks_like_a_real_two_week_window(
     got = _window_stats(two_weeks)
     for key in ("mean", "p25", "p50", "hour_spread"):
         value = got[key]
-        lo, hi = ranges.loc["min", key], ranges.loc["max", key]
+        lo, hi = ranges[key].loc["min"], ranges[key].loc["max"]
         if key == "hour_spread":
             lo = 0.0  # a flatter daily profile than the flattest real window is fine
         assert lo - MARGIN <= value <= hi + MARGIN, (key, value, lo, hi)
@@ -238,15 +239,16 @@ def _table7_gaps(truth: Path, reference: Path) -> pd.DataFrame:
     return _gaps([(r, float(shares.get(r, 0.0)), float(w)) for r, w in want.items()])
 
 
-def _gaps(rows: list[tuple[str, float, float]]) -> pd.DataFrame:
+def _gaps(rows: Sequence[tuple[Hashable, float, float]]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=["cell", "got", "paper"]).set_index("cell")
     df["gap"] = (df.got - df.paper).abs()  # NaN (an empty cell) fails every <= below
     return df
 
 
 def _worst(df: pd.DataFrame) -> str:
-    cell = df.gap.fillna(np.inf).idxmax()
-    return f"largest gap {df.gap[cell]:.2f} ({cell}: {df.got[cell]:.2f} vs {df.paper[cell]:.2f})"
+    i = int(df.gap.fillna(np.inf).to_numpy().argmax())  # the first largest, as idxmax
+    cell, row = df.index[i], df.iloc[i]
+    return f"largest gap {row['gap']:.2f} ({cell}: {row['got']:.2f} vs {row['paper']:.2f})"
 
 
 @pytest.mark.slow
@@ -274,8 +276,8 @@ def test_full_size_round_trip(
         + f"\nTable 3 (ground truth): {_worst(t3)}\nTable 7 (ground truth): {_worst(t7)}",
     )
     q = rt.queueing
-    assert _within(q.loc["all", "mean_s"], QUEUE_MEAN_S), q.loc["all"]
-    assert _within(q.loc["all", "p50_s"], QUEUE_MEDIAN_S), q.loc["all"]
+    assert _within(q["mean_s"].loc["all"], QUEUE_MEAN_S), q.loc["all"]
+    assert _within(q["p50_s"].loc["all"], QUEUE_MEDIAN_S), q.loc["all"]
     # Figure 3's ordering: larger jobs wait longer (mean, median and p90).
     for col in ("mean_s", "p50_s", "p90_s"):
         assert q.loc[list(BUCKET_LABELS), col].is_monotonic_increasing, col
@@ -283,7 +285,7 @@ def test_full_size_round_trip(
     t6 = _paper(reference, "table6_final_status.csv").set_index("status")
     for st in ("passed", "killed", "unsuccessful"):
         for col in ("jobs_pct", "gpu_time_pct"):
-            got, want = rt.table6.loc[st, col], float(t6.loc[st, col])
+            got, want = rt.table6[col].loc[st], float(t6[col].loc[st])
             assert got == pytest.approx(want, abs=TABLE6_TOL), (st, col)
     assert (t3.gap <= TABLE3_TOL).all(), t3[~(t3.gap <= TABLE3_TOL)]
     assert (t7.gap <= TABLE7_TOL).all(), t7[~(t7.gap <= TABLE7_TOL)]

@@ -87,8 +87,8 @@ def test_split_by_hand() -> None:
 def _brute_split(codes: np.ndarray, bounds: np.ndarray, a: int, b: int):
     """Every step's piece of [a, b) on its own, then summed per cause: us, first, last."""
     us = [0] * 4
-    first = [None] * 4
-    last = [None] * 4
+    first: list[int | None] = [None] * 4
+    last: list[int | None] = [None] * 4
     edges = [*bounds[:-1].tolist(), None]
     for j, c in enumerate(codes.tolist()):
         lo = -(1 << 62) if j == 0 else edges[j]
@@ -127,6 +127,7 @@ def test_merged_pieces_keep_totals(seed: int) -> None:
     a = rng.integers(-500, 10_500, rows)
     b = a + rng.integers(-10, 6_000, rows)
     split = split_waits(steps, vc, n, a, b, lambda v: used[v], quota, with_bounds=True)
+    assert split.first is not None and split.last is not None  # with_bounds
     for r in range(rows):
         codes = steps.locality_causes(int(n[r]))
         codes = np.where(used[vc[r]] + n[r] > quota[vc[r]], 0, codes)
@@ -187,7 +188,7 @@ def test_unknown_demand_decides_only_what_any_demand_gives() -> None:
     vc = np.zeros(3, int)
     n = np.full(3, UNKNOWN_DEMAND)
     a, b = np.array([0, 0, 0]) * S, np.array([10, 10, 40]) * S
-    most = MostHeld()  # nothing else unknown: the most held is the least
+    most: MostHeld[int] = MostHeld()  # nothing else unknown: the most held is the least
     split = split_waits(steps, vc, n, a, b, lambda v: used, {0: 6}, most=most)
     assert split.causes == REPORT_CAUSES
     assert _secs(split, 0) == {"undetermined": 10}
@@ -229,7 +230,7 @@ def test_two_bounds_of_the_cluster_state() -> None:
     )
     usage = {0: used, 1: np.zeros(6, int)}
     usage_most = {0: used, 1: np.array([0, 0, 0, 4, 4, 4])}
-    most = MostHeld(most_steps, lambda v: usage_most[v])
+    most: MostHeld[int] = MostHeld(most_steps, lambda v: usage_most[v])
     vc = np.array([0, 1, 0, 0])
     n = np.array([2, 1, 4, 1])
     a = np.array([20, 20, 10, 40]) * S

@@ -181,25 +181,33 @@ def test_gpu_jobs_attempts_placements(tmp_path: Path, store_dir: Path) -> None:
     assert r.exit_code == 0, r.output
     jobs, atts, pl = frames(store_dir)
     j = jobs.set_index("job_id")
-    assert j.loc[A1, ["vc", "user_id", "status"]].tolist() == ["vc1", "liuxy", "passed"]
+    assert j.loc[A1, ["vc", "user_id", "status"]].to_numpy().tolist() == ["vc1", "liuxy", "passed"]
     assert j.loc[A1, "submit_time"] == ts("2021-11-23 18:00:00")
     assert j.loc[A1, "num_gpus"] == 8 and j.loc[A1, "num_attempts"] == 1
-    assert j.loc[A2, ["vc", "user_id", "status"]].tolist() == ["vc2", "bob", "unsuccessful"]
+    assert j.loc[A2, ["vc", "user_id", "status"]].to_numpy().tolist() == [
+        "vc2",
+        "bob",
+        "unsuccessful",
+    ]
     assert j.loc[A2, "submit_time"] == ts("2021-11-23 18:00:01")
     assert j.loc[A2, "num_attempts"] == 2
-    assert pd.isna(j.loc[A1, "flags"]) and pd.isna(j.loc[A2, "flags"])
+    assert pd.isna(j["flags"].loc[A1]) and pd.isna(j["flags"].loc[A2])
     a = atts.set_index(["job_id", "attempt_idx"])
     # A1: first evidence of resources = AM container allocated at 10:00:05,000.
     assert a.loc[(A1, 0), "start_time"] == ts("2021-11-23 18:00:05")
     assert a.loc[(A1, 0), "end_time"] == ts("2021-11-23 19:00:05")
-    assert a.loc[(A1, 0), ["num_gpus", "num_machines", "outcome"]].tolist() == [8, 2, "passed"]
+    assert a.loc[(A1, 0), ["num_gpus", "num_machines", "outcome"]].to_numpy().tolist() == [
+        8,
+        2,
+        "passed",
+    ]
     assert a.loc[(A1, 0), "duration_s"] == 3600.0
     assert a.loc[(A2, 0), "start_time"] == ts("2021-11-23 18:10:00")
     assert a.loc[(A2, 0), "end_time"] == ts("2021-11-23 18:30:00")
     assert a.loc[(A2, 1), "start_time"] == ts("2021-11-23 18:30:10")
     assert a.loc[(A2, 1), "end_time"] == ts("2021-11-23 18:45:00")
     assert a.loc[(A2, 0), "outcome"] == "failed" and a.loc[(A2, 1), "outcome"] == "failed"
-    assert a.loc[(A2, 1), ["num_gpus", "num_machines"]].tolist() == [2, 1]
+    assert a.loc[(A2, 1), ["num_gpus", "num_machines"]].to_numpy().tolist() == [2, 1]
     got = pl.groupby(["job_id", "attempt_idx", "machine_id"]).size().to_dict()
     assert got == {(A1, 0, "m47"): 4, (A1, 0, "m48"): 4, (A2, 0, "m47"): 2, (A2, 1, "m48"): 2}
     assert pl["gpu_idx"].isna().all()
@@ -330,13 +338,13 @@ def test_rm_restart_mid_file(tmp_path: Path, store_dir: Path) -> None:
     jobs, atts, pl = frames(store_dir)
     j = jobs.set_index("job_id")
     assert j.loc[A1, "submit_time"] == ts("2021-11-23 18:00:00")  # not the recovery time
-    assert j.loc[A1, "status"] == "passed" and list(j.loc[A1, "flags"]) == ["rm_recovered"]
+    assert j.loc[A1, "status"] == "passed" and list(j["flags"].loc[A1]) == ["rm_recovered"]
     a = atts.set_index(["job_id", "attempt_idx"])
     assert a.loc[(A1, 0), "start_time"] == ts("2021-11-23 18:00:05")
     assert a.loc[(A1, 0), "end_time"] == ts("2021-11-23 19:00:05")
     assert a.loc[(A1, 0), "num_gpus"] == 4  # the re-reported container counted once
     assert len(pl[pl.job_id == A1]) == 4
-    assert list(j.loc[b1, "flags"]) == ["no_end", "no_attempts"]
+    assert list(j["flags"].loc[b1]) == ["no_end", "no_attempts"]
     notes = json.loads(r.stdout)["notes"]
     assert any("1 ResourceManager start" in n for n in notes)
 

@@ -13,6 +13,8 @@ Percentiles come from 1% histograms (nearest rank).
 
 from __future__ import annotations
 
+from typing import cast
+
 import pandas as pd
 
 from philly_analyze.analysis.common import Context, hist_quantiles
@@ -97,8 +99,9 @@ def compute(ctx: Context) -> Section:
         ctx.store.con.execute(f"DROP TABLE IF EXISTS {busy}")
     rows = []
     for key, h in hists.items():
+        # pandas-stubs types a group's key as any scalar; server_gpus holds counts.
         groups = [("all", h)] + [
-            (f"{int(n)}-GPU", g) for n, g in h.groupby("server_gpus", sort=True)
+            (f"{int(cast(int, n))}-GPU", g) for n, g in h.groupby("server_gpus", sort=True)
         ]
         for label, g in groups:
             agg = g.groupby("ubin")[["minutes", "v_sum"]].sum().sort_index()

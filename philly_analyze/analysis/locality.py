@@ -14,6 +14,9 @@ The shared definition of the locality constraint itself is ``philly_analyze.loca
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import cast
+
 import numpy as np
 import pandas as pd
 
@@ -60,7 +63,7 @@ def compute(ctx: Context) -> Section:
     rows = []
     for bucket in BUCKET_LABELS:
         db = delay[delay["gpu_bucket"] == bucket]
-        for servers, ds in db.groupby("servers", sort=True):
+        for servers, ds in _by_servers(db):
             v = ds["delay_min"].to_numpy()
             p50, p90 = np.quantile(v, [0.5, 0.9])
             rows.append(
@@ -102,7 +105,7 @@ def _table5_per_attempt(attempts: pd.DataFrame) -> ResultTable | None:
     if a.empty:
         return None
     rows = []
-    for servers, g in a.groupby("servers", sort=True):
+    for servers, g in _by_servers(a):
         u = (g["util_sum"] / g["minutes"]).to_numpy(dtype=float)
         p50, p90, p95 = np.quantile(u, [0.5, 0.9, 0.95])
         stats = {"mean": float(u.mean()), "p50": float(p50), "p90": float(p90), "p95": float(p95)}
@@ -121,7 +124,7 @@ def _table5_per_attempt(attempts: pd.DataFrame) -> ResultTable | None:
 def _table5(h: pd.DataFrame, attempts: pd.DataFrame) -> ResultTable:
     att16 = attempts[attempts["job_gpus"] == 16]
     rows = []
-    for servers, hs in h.groupby("servers", sort=True):
+    for servers, hs in _by_servers(h):
         n = float(hs["minutes"].sum())
         p50, p90, p95 = hist_quantiles(
             hs["ubin"].to_numpy(), hs["minutes"].to_numpy(), (0.5, 0.9, 0.95)
@@ -149,3 +152,10 @@ def _table5(h: pd.DataFrame, attempts: pd.DataFrame) -> ResultTable:
         paper="Table 5",
         description="Over every GPU-minute of 16-GPU attempts; percentiles to the nearest 1%.",
     )
+
+
+def _by_servers(df: pd.DataFrame) -> Iterator[tuple[int, pd.DataFrame]]:
+    """``df``'s rows grouped by their ``servers`` count, fewest first."""
+    for servers, g in df.groupby("servers", sort=True):
+        # pandas-stubs types a group's key as any scalar; this column holds counts.
+        yield int(cast(int, servers)), g

@@ -445,7 +445,7 @@ def _end_unknown_notes(ctx: Context, sec: Section, with_timeline: bool) -> None:
         secs, overlap = done
         w = waits(ctx)
         und = secs[:, WAIT_KINDS.index("undetermined")]
-        length = np.maximum(w["b_us"] - w["a_us"], 0).to_numpy() / 1e6
+        length = np.maximum((w["b_us"] - w["a_us"]).to_numpy(), 0) / 1e6
         demand = (w["n"] == UNKNOWN_DEMAND).to_numpy() & (length > 0)
         if demand.any():
             sec.notes.append(

@@ -30,13 +30,13 @@ def check(store: Store, scope: Scope) -> list[str]:
     if scope.since is None and scope.until is None:
         return []
     pred, params = scope.job_filter("j")
-    n = store.con.execute(f"SELECT count(*) FROM jobs j WHERE {pred}", params).fetchone()[0]
+    n = store.scalar(f"SELECT count(*) FROM jobs j WHERE {pred}", params)
     if n:
         return []
     vc_pred, vc_params = Scope(scope.vcs).job_filter("j")
-    first, last = store.con.execute(
+    first, last = store.con.execute(  # an aggregate: always one row
         f"SELECT min(submit_time), max(submit_time) FROM jobs j WHERE {vc_pred}", vc_params
-    ).fetchone()
+    ).fetchall()[0]
     whose = f"of VC {', '.join(scope.vcs)} " if scope.vcs else ""
     span = (
         f"from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+from pandas.api.typing import NaTType
 
 from philly_analyze.analysis.common import Context
 from philly_analyze.analysis.result import ResultTable, Section
@@ -112,7 +113,7 @@ def _known(sec: Section, jobs: int, n: int, what: str) -> int | None:
     return n
 
 
-def _time(t: object) -> object:
+def _time(t: pd.Timestamp | NaTType | None) -> pd.Timestamp | None:
     return None if pd.isna(t) else t
 
 
@@ -137,8 +138,8 @@ def _machines(ctx: Context, sec: Section) -> list[tuple[str, object]]:
         (
             "machine shapes",
             ", ".join(
-                f"{int(r.n)} x {'?' if pd.isna(r.num_gpus) else int(r.num_gpus)} GPUs"
-                for r in shapes.itertuples()
+                f"{int(n)} x {'?' if pd.isna(g) else int(g)} GPUs"
+                for n, g in zip(shapes["n"].tolist(), shapes["num_gpus"].tolist(), strict=True)
             ),
         ),
     ]

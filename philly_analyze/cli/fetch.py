@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from philly_analyze.cli.options import PathType, quiet_option
 from philly_analyze.errors import check_writable
+
+if TYPE_CHECKING:  # the verb imports the library only when it runs (fast --help)
+    from philly_analyze.fetch import Dataset
 
 
 @click.command(
@@ -103,12 +108,12 @@ def command(
                 click.echo(f"next: {ds.ingest.format(dir=dest)}", err=True)
 
 
-def _listing(datasets: object) -> str:
+def _listing(datasets: Iterable[Dataset]) -> str:
     from philly_analyze.fetch import checked_lines
     from philly_analyze.progress import human_bytes
 
     out = []
-    for ds in datasets:  # type: ignore[attr-defined]
+    for ds in datasets:
         first, *unchecked = checked_lines(ds)
         out += [
             f"{ds.name}  ({human_bytes(ds.size)}, {len(ds.files)} file{'s' * (len(ds.files) > 1)})",

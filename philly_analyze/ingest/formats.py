@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import importlib
+import importlib.util
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -117,6 +118,7 @@ def csv_fields(line: str, **options: object) -> list[str]:
     """The fields of one CSV line; ``ValueError`` (a rejected row, not a traceback) for what
     Python's csv module refuses: a field over its 128 KB limit, a NUL or a stray line end."""
     try:
+        # typeshed names each csv keyword with its own type; callers pass csv's own keywords.
         return next(csv.reader([line], **options), [])  # type: ignore[arg-type]
     except csv.Error as e:
         raise ValueError(f"unreadable CSV line: {e}") from None

@@ -23,13 +23,12 @@ from __future__ import annotations
 import re
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from philly_analyze.errors import InputFormatError, UnreadableInputError
+from philly_analyze.errors import InputFormatError
 from philly_analyze.failures import ChunkHits, Evidence, Scanner, load_rules
 from philly_analyze.ingest.formats import (
     Format,
@@ -54,7 +53,7 @@ from philly_analyze.ingest.framework_progress import (
     line_arrays,
     progress_gate,
 )
-from philly_analyze.ingest.source import READ_ERRORS, Source
+from philly_analyze.ingest.source import READ_FAILURES, ByteReader, Source
 from philly_analyze.store import Batch
 
 #: Content that marks a deep-learning training log (banners, progress, launchers, tags).
@@ -181,7 +180,7 @@ class _Session:
                     self._add_small(source.name, key, b"".join(parts))
                     return SourceResult({}, 0, provided)
                 n, rejected = self._stream(source.name, key, ev, raw, b"".join(parts))
-        except (UnreadableInputError, *READ_ERRORS) as e:
+        except READ_FAILURES as e:
             # Corrupt compressed data: keep what was read (the pipeline rejects the rest).
             if parts and sum(map(len, parts)) <= SMALL_FILE_BYTES:
                 data = b"".join(parts)
@@ -228,8 +227,8 @@ class _Session:
                 if own is not None:
                     self.evidence[f.key].add(f.name, 1 - lo, lines, own)
         cols = progress.finish(self.ctx.timezone, starts)
-        for f, line_no, why in progress.rejected:
-            self.batch.reject(files[f].name, line_no, why, None)
+        for fi, line_no, why in progress.rejected:
+            self.batch.reject(files[fi].name, line_no, why, None)
         self.deferred_rejects += len(progress.rejected)
         if cols is not None:
             # Rows come grouped by file (in line order): one slice per file.
@@ -242,7 +241,7 @@ class _Session:
                 self.deferred_rows += self._add_epochs(files[int(file_of[lo])].key, part)
 
     def _stream(
-        self, name: str, key: AttemptKey, ev: Evidence, raw: BinaryIO, head: bytes
+        self, name: str, key: AttemptKey, ev: Evidence, raw: ByteReader, head: bytes
     ) -> tuple[int, int]:
         """Read a large file chunk by chunk; its epochs rows are final. Returns (rows,
         rejected progress lines)."""
@@ -350,7 +349,7 @@ class _Session:
         return self.batch.write("failures", rows) if self.evidence else 0
 
 
-def _read_up_to(raw: BinaryIO, n: int, parts: list[bytes]) -> int:
+def _read_up_to(raw: ByteReader, n: int, parts: list[bytes]) -> int:
     """Append up to ``n`` bytes to ``parts`` (in pieces, so a read error keeps what came
     before it); fewer only at the end of the stream, where the source's SHA-256 is finished.
     Returns the number of bytes read."""

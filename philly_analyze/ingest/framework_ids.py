@@ -98,7 +98,7 @@ def from_content(head: bytes) -> AttemptId | str | None:
         return None
     # Container / app-attempt ids identify the process itself; bare application ids may be
     # paths of other jobs (e.g. a checkpoint to resume from), so they count only alone.
-    specific = [(j, a) for _, j, a in ids if a is not None]
+    specific: list[tuple[str, int | None]] = [(j, a) for _, j, a in ids if a is not None]
     chosen = specific or [(j, a) for _, j, a in ids]
     jobs = sorted({j for j, _ in chosen})
     if len(jobs) > 1:

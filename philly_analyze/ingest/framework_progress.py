@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -42,6 +42,9 @@ import pyarrow.compute as pc
 from philly_analyze.bounds import RANK, STEP, TIME, Bound
 from philly_analyze.schemas import UTC_TS
 from philly_analyze.timeutil import localize_naive
+
+if TYPE_CHECKING:
+    from philly_analyze.ingest.source import ByteReader
 
 CHUNK_BYTES = 8 << 20
 #: A "line" longer than this without a newline is processed in pieces (same line number).
@@ -138,7 +141,7 @@ def line_array(buf: bytes) -> pa.Array:
 
 
 def line_arrays(
-    raw: BinaryIO, chunk_bytes: int = CHUNK_BYTES, initial: bytes = b""
+    raw: ByteReader, chunk_bytes: int = CHUNK_BYTES, initial: bytes = b""
 ) -> Iterator[tuple[int, pa.Array]]:
     """(line number of the first element, lines) for chunks of a byte stream (preceded by
     ``initial``, bytes already read from it). Lines are counted by ``\\n`` (a lone ``\\r``
@@ -260,7 +263,8 @@ class ProgressRows:
         ]
         rows = rows[np.sort(by_key[head])]
         take = pa.array(rows)
-        times, far = _times(*(stamps[c].take(take) for c in STAMPS), timezone)
+        t_us, t_iso, t_frac = (stamps[c].take(take) for c in STAMPS)
+        times, far = _times(t_us, t_iso, t_frac, timezone)
         rows = self._reject(rows, np.where(far, 3, 0), cols)
         out = {c: cols[c][rows] for c in ("file", "line_no", "unit", "epoch", "loss")}
         out["time"] = times.filter(pa.array(~far)) if far.any() else times

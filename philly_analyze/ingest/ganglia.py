@@ -189,8 +189,8 @@ class _GangliaSession:
             self.host_from[st.host_from] += 1
         self.strings += st.strings
         self.coarse |= {s for s in st.steps if s > 60}
-        for n in st.notes:
-            self.ctx.note(f"{self.fmt.name}: {Path(source.name).name}: {n}")
+        for note in st.notes:
+            self.ctx.note(f"{self.fmt.name}: {Path(source.name).name}: {note}")
         if st.samples == 0:
             self.ctx.note(f"{self.fmt.name}: {source.name}: no numeric samples")
         metrics = sorted({m for _, m in st.series})

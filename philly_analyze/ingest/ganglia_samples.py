@@ -55,11 +55,19 @@ class Sink(Protocol):
     """Where readers put samples: a value covering ``[t0, t1)`` (epoch µs; t0 == t1 for an
     instantaneous reading), see ``resample``."""
 
-    def add(self, host: str, metric: str, t0_us: int, t1_us: int, value: float) -> None: ...
+    def add(self, host: str, metric: str, t0_us: int, t1_us: int, value: float) -> bool:
+        """Take one sample; False when it is refused (and counted)."""
+        ...
 
     def add_many(
         self, host: str, metric: str, t0_us: np.ndarray, t1_us: np.ndarray, values: np.ndarray
-    ) -> int: ...
+    ) -> int:
+        """Take a series' samples; how many were taken."""
+        ...
+
+    def refuse(self, host: str, metric: str, reason: str, n: int = 1) -> None:
+        """Count ``n`` samples of a series not taken, and why."""
+        ...
 
 
 class SampleSink:

@@ -122,8 +122,8 @@ class Stored:
         self.duplicates[table] += dup
         if differ:
             self._reject(con, batch, table, keys, values)
-        for t in ("new_rows", "old_rows", "met"):
-            con.execute(f"DROP TABLE {t}")
+        for temp in ("new_rows", "old_rows", "met"):
+            con.execute(f"DROP TABLE {temp}")
         return written
 
     def _reject(

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.api.typing import NaTType
 
 from philly_analyze.bounds import TIME, excerpt, json_int
 from philly_analyze.errors import InputFormatError
@@ -92,12 +93,12 @@ def _iso_times(texts: list[str], utc: bool) -> pd.Series:
         )
 
 
-def _iso_time(text: str, utc: bool) -> pd.Timestamp:
+def _iso_time(text: str, utc: bool) -> pd.Timestamp | NaTType:
     try:
         t = pd.to_datetime(text, errors="coerce", utc=utc, format="ISO8601")
     except (ValueError, OverflowError):
         return pd.NaT
-    return pd.NaT if (not utc and t is not pd.NaT and t.tzinfo is not None) else t
+    return pd.NaT if (not utc and isinstance(t, pd.Timestamp) and t.tzinfo is not None) else t
 
 
 def _time_kind(t: str) -> int:
@@ -201,8 +202,8 @@ def _csv_flush(
     t1 = t_us[good]
     t0 = t1 - step
     for j, (h, m) in enumerate(series):
-        cells = pd.Series([rows[i][2][j] for i in good], dtype=object)
-        values = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=np.float64)
+        column = pd.Series([rows[i][2][j] for i in good], dtype=object)
+        values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
         st.took(h, m, sink.add_many(h, m, t0, t1, values))
     return step
 

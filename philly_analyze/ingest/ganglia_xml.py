@@ -23,7 +23,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from philly_analyze.bounds import excerpt
 from philly_analyze.errors import InputFormatError
@@ -103,7 +103,7 @@ def iter_xml(source: Source, tracker: Tracker) -> Iterator[tuple[str, Any]]:
             fed_any = True
         assert parser is not None
         _feed(parser, piece, source, doc_line)
-        events = parser.read_events()
+        events = _events(parser)
         while True:
             try:
                 ev, el = next(events)
@@ -123,6 +123,12 @@ def iter_xml(source: Source, tracker: Tracker) -> Iterator[tuple[str, Any]]:
     yield from _close(parser, done, fed_any, source, doc_line)
 
 
+def _events(parser: ET.XMLPullParser) -> Iterator[tuple[str, Any]]:
+    # Only start, end and comment events are asked for: all (event, element or text) pairs.
+    # typeshed's type also has the 1-tuples of events never asked for.
+    return cast(Iterator[tuple[str, Any]], parser.read_events())
+
+
 def _close(
     parser: ET.XMLPullParser | None, done: bool, fed: bool, source: Source, doc_line: int
 ) -> Iterator[tuple[str, Any]]:
@@ -130,7 +136,7 @@ def _close(
         return
     try:
         parser.close()
-        yield from parser.read_events()
+        yield from _events(parser)
     except ET.ParseError as e:
         raise _xml_error(source, e, doc_line, truncated=True) from None
     except (LookupError, ValueError) as e:
@@ -231,11 +237,16 @@ def read_xport_xml(source: Source, sink: Sink, tracker: Tracker, names: Namer) -
     legend: list[str] = []
     series: list[tuple[str, str]] | None = None
     step: int | None = None
+    row_step = 0  # the step the rows are read with: `step` when the first row came
     for ev, el in iter_xml(source, tracker):
         if ev != "end":
             continue
         tag = el.tag
-        if tag == "step":
+        if tag == "step" and series is not None:
+            # rrdtool puts <step> in <meta>, before the rows. One among the rows is not taken
+            # (it would change, or unset, the step of the rows already read): counted.
+            st.rejected += 1
+        elif tag == "step":
             step = _int(el.text)
         elif tag == "entry":
             legend.append((el.text or "").strip())
@@ -245,6 +256,7 @@ def read_xport_xml(source: Source, sink: Sink, tracker: Tracker, names: Namer) -
                     raise InputFormatError("rrdtool xport without a <step>", source=source.name)
                 series = names(legend)
                 st.steps.add(step)
+                row_step = step
             children = list(el)
             t = _int(children[0].text) if children and children[0].tag == "t" else None
             values = children[1:] if t is not None else []
@@ -253,7 +265,7 @@ def read_xport_xml(source: Source, sink: Sink, tracker: Tracker, names: Namer) -
             else:
                 for (h, m), v in zip(series, values, strict=True):
                     x = parse_number(v.text)
-                    t0 = (t - step) * US  # type: ignore[operator]
+                    t0 = (t - row_step) * US
                     if x is not None and sink.add(h, m, t0, t * US, x):
                         st.took(h, m)
             el.clear()

@@ -281,7 +281,8 @@ class _GavelSession:
             )
         if bad:
             keep = sorted(set(range(len(dur))) - set(bad))
-            for lst in (self.ids, self.vcs, self.jobs, self.where, dur):
+            lists: tuple[list[Any], ...] = (self.ids, self.vcs, self.jobs, self.where, dur)
+            for lst in lists:
                 lst[:] = [lst[i] for i in keep]
         return len(bad)
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,14 +140,14 @@ def stem_of(name: str) -> str:
 def write_jobs(
     batch: Batch,
     fmt: str,
-    ids: list[str],
+    ids: Sequence[str],
     submit_utc: np.ndarray,
-    vc: list[str | None],
-    user: list[str | None],
-    status: list[str | None],
-    gpus: list[int],
-    dur: list[float | None],
-    flags: list[list[str] | None] | None = None,
+    vc: Sequence[str | None],
+    user: Sequence[str | None],
+    status: Sequence[str | None],
+    gpus: Sequence[int],
+    dur: Sequence[float | None],
+    flags: Sequence[list[str] | None] | None = None,
 ) -> dict[str, int]:
     """One job with one attempt (its duration, no start) per list element."""
     ts = pa.array(submit_utc.astype("datetime64[us]"), pa.timestamp("us")).cast(UTC_TS)

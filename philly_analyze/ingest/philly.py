@@ -89,10 +89,10 @@ class _MachineListSession:
                 row = [c.strip() for c in csv_fields(line, skipinitialspace=True)]
                 if len(row) != 3:
                     raise ValueError(f"expected 3 fields, found {len(row)}")
-                mid, n, m = row
+                mid, n_text, m = row
                 if not mid:
                     raise ValueError("empty machine id")
-                count = MACHINE_GPUS.int_of(n)
+                count = MACHINE_GPUS.int_of(n_text)
                 mem_gb = None
                 if m:
                     mem_gb = GPU_MEM_GB.check(float(m.upper().removesuffix("GB")), shown=m)
@@ -221,9 +221,17 @@ class _JobChunk:
         return len(self.jobs["job_id"])
 
 
-_JOB_KEYS = ("job_id", "vc", "user_id", "status", "submit_idx", "flags")
-_ATT_KEYS = ("job_id", "attempt_idx", "start_idx", "end_idx", "num_gpus", "num_machines", "outcome")
-_PL_KEYS = ("job_id", "attempt_idx", "machine_id", "gpu_idx")
+_JOB_KEYS: tuple[str, ...] = ("job_id", "vc", "user_id", "status", "submit_idx", "flags")
+_ATT_KEYS: tuple[str, ...] = (
+    "job_id",
+    "attempt_idx",
+    "start_idx",
+    "end_idx",
+    "num_gpus",
+    "num_machines",
+    "outcome",
+)
+_PL_KEYS: tuple[str, ...] = ("job_id", "attempt_idx", "machine_id", "gpu_idx")
 
 
 class _BadJob(ValueError):
@@ -352,6 +360,7 @@ class _JobLogSession:
                 # It ended (the job has a final status, or a later attempt), when is not
                 # recorded: not running. Analyses leave its run out (attempts.timing).
                 flags.append("end_unknown")
+            outcome: str | None  # None: a final status the table does not know
             if last and start is not None and end is None and status is None:
                 outcome = "running"
                 flags.append("no_end")

@@ -27,7 +27,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from philly_analyze import querystop
 from philly_analyze.errors import InputFormatError, UnreadableInputError
@@ -55,13 +55,29 @@ def compression_of(head: bytes) -> str | None:
     return None
 
 
-def _decompressing(raw: BinaryIO, compression: str | None) -> BinaryIO:
+class ByteReader(Protocol):
+    """What the readers need of a byte stream, read front to back: a file opened "rb", a
+    decompressor, a tar member, and this module's wrappers (``HashingReader``...) all are one.
+    ``seekable``/``seek`` are there because the decompressors ask for them (they seek only to
+    rewind, which nothing here does)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def seekable(self) -> bool: ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+
+    def close(self) -> object: ...
+
+
+def _decompressing(raw: ByteReader, compression: str | None) -> ByteReader:
     if compression == "gzip":
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=raw)
     if compression == "bz2":
-        return bz2.BZ2File(raw)  # type: ignore[return-value]
+        return bz2.BZ2File(raw)
     if compression == "xz":
-        return lzma.LZMAFile(raw)  # type: ignore[return-value]
+        # typeshed types LZMAFile's file as IO[bytes]; it calls only what ByteReader has.
+        return lzma.LZMAFile(raw)  # type: ignore[arg-type]
     return raw
 
 
@@ -73,6 +89,8 @@ READ_ERRORS: tuple[type[BaseException], ...] = (
     lzma.LZMAError,
     tarfile.TarError,
 )
+#: The same, or a stream of this module saying so (``UnreadableInputError``, naming the file).
+READ_FAILURES: tuple[type[BaseException], ...] = (UnreadableInputError, *READ_ERRORS)
 
 
 class HashingReader(io.RawIOBase):
@@ -80,7 +98,7 @@ class HashingReader(io.RawIOBase):
     ``Source.damage``), reports them to a tracker."""
 
     def __init__(
-        self, inner: BinaryIO, source: Source, tracker: Tracker, damage: TextDamage | None = None
+        self, inner: ByteReader, source: Source, tracker: Tracker, damage: TextDamage | None = None
     ):
         self._inner = inner
         self._source = source
@@ -89,10 +107,15 @@ class HashingReader(io.RawIOBase):
         self._damage = damage
         self.bytes_read = 0
 
+    @property
+    def name(self) -> str:
+        """The source's name (what ``io.TextIOWrapper`` reports as its own)."""
+        return self._source.name
+
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]  # any buffer in io; these two here
         data = self._read(len(b))
         n = len(data)
         b[:n] = data
@@ -155,9 +178,9 @@ class Source:
     #: path|size|mtime, to skip an unchanged file without reading it.
     fingerprint: str | None = None
     #: Opens a fresh raw (still compressed) stream; may re-scan an archive for a member.
-    opener: Callable[[], BinaryIO] | None = None
+    opener: Callable[[], ByteReader] | None = None
     #: For archive members: the first open may use the archive's current stream.
-    first_stream: BinaryIO | None = None
+    first_stream: ByteReader | None = None
     sha256: str | None = None
     bytes_read: int = 0
     #: Bytes that are not text met by the last full read (see ``textbytes``).
@@ -332,9 +355,9 @@ def archive_members(path: Path, on_read: Callable[[int], None] | None = None) ->
     ``on_read`` is told how many bytes of the archive file are read (progress)."""
     st = path.stat()
     fp_base = f"{path}|{st.st_size}|{st.st_mtime_ns}"
-    raw: BinaryIO = open(path, "rb")  # noqa: SIM115 (closed with the archive below)
+    raw: BinaryIO | _Counted = open(path, "rb")  # noqa: SIM115 (closed with the archive below)
     if on_read is not None:
-        raw = _Counted(raw, on_read)  # type: ignore[assignment]
+        raw = _Counted(raw, on_read)
     with raw, tarfile.open(fileobj=raw, mode="r|*") as tf:
         for member in tf:
             if not member.isfile():
@@ -351,7 +374,7 @@ def archive_members(path: Path, on_read: Callable[[int], None] | None = None) ->
                 head=peek_decompressed(raw_head, comp),
                 compression=comp,
                 fingerprint=f"{fp_base}!{name}",
-                opener=lambda name=name: _member_stream(path, name),
+                opener=partial(_member_stream, path, name),
                 first_stream=_Chained(raw_head, stream),
             )
 
@@ -372,27 +395,27 @@ def peek_decompressed(raw_head: bytes, compression: str | None) -> bytes:
         return b""
 
 
-def _member_stream(archive: Path, name: str) -> BinaryIO:
+def _member_stream(archive: Path, name: str) -> ByteReader:
     tf = tarfile.open(archive, mode="r|*")  # noqa: SIM115 (stays open while the member is read)
     for member in tf:
         if member.name == name and member.isfile():
             f = tf.extractfile(member)
             if f is not None:
-                return f  # type: ignore[return-value]
+                return f
     raise InputFormatError(f"member {name} not found on re-read", source=str(archive))
 
 
 class _Counted(io.RawIOBase):
     """A raw stream that tells ``on_read`` how many bytes pass (before decompression)."""
 
-    def __init__(self, inner: BinaryIO, on_read: Callable[[int], None]):
+    def __init__(self, inner: ByteReader, on_read: Callable[[int], None]):
         self._inner = inner
         self._on_read = on_read
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]  # as above
         data = self.read(len(b))
         n = len(data)
         b[:n] = data
@@ -413,14 +436,14 @@ class _Counted(io.RawIOBase):
 class _Chained(io.RawIOBase):
     """Bytes already read (``head``) followed by the rest of a stream."""
 
-    def __init__(self, head: bytes, rest: BinaryIO):
+    def __init__(self, head: bytes, rest: ByteReader):
         self._head = memoryview(head)
         self._rest = rest
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]  # as above
         if self._head:
             n = min(len(b), len(self._head))
             b[:n] = self._head[:n]

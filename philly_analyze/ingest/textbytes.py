@@ -20,6 +20,7 @@ its 96 bytes are a text header) is read as text, and then not recognised as any 
 
 from __future__ import annotations
 
+import builtins
 import re
 from dataclasses import dataclass, field
 
@@ -85,9 +86,10 @@ class TextDamage:
     first_line: int | None = None
     _newlines: int = 0
     _last_line: int = 0
-    _tail: bytes = field(default=b"", repr=False)
+    # `bytes` above is a field, so the type is spelt builtins.bytes inside this class.
+    _tail: builtins.bytes = field(default=b"", repr=False)
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: builtins.bytes) -> None:
         """Count ``data``, the next bytes of the stream."""
         if self._tail:
             data, self._tail = self._tail + data, b""
@@ -104,7 +106,7 @@ class TextDamage:
             tail, self._tail = self._tail, b""
             self._count_lines(tail)
 
-    def _count_lines(self, data: bytes) -> None:
+    def _count_lines(self, data: builtins.bytes) -> None:
         # Rare (damaged chunks only): line by line, to name the lines.
         for i, line in enumerate(data.split(b"\n")):
             n = non_text_bytes(line)

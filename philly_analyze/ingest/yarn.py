@@ -35,11 +35,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from philly_analyze.bounds import TIME, excerpt
-from philly_analyze.errors import InputFormatError, UnreadableInputError
+from philly_analyze.errors import InputFormatError
 from philly_analyze.ingest import memory
 from philly_analyze.ingest import yarn_assemble as asm
 from philly_analyze.ingest.formats import Format, IngestContext, SkipSource, SourceResult, register
-from philly_analyze.ingest.source import READ_ERRORS, Source
+from philly_analyze.ingest.source import READ_FAILURES, Source
 from philly_analyze.ingest.yarn_lines import (
     FACT_FIELDS,
     HEADER_RE,
@@ -239,7 +239,7 @@ class _YarnSession:
                     if len(chunk.facts) >= CHUNK_FACTS:
                         rejected += self._flush(chunk, source, file_idx, kinds)
                         chunk = _Chunk()
-        except (UnreadableInputError, *READ_ERRORS) as e:
+        except READ_FAILURES as e:
             rejected += self._flush(chunk, source, file_idx, kinds)
             self.kinds.update(kinds)
             raise InputFormatError(

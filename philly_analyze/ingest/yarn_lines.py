@@ -167,7 +167,7 @@ class Fact:
     ms3: int | None = None
 
 
-FACT_FIELDS = tuple(Fact.__slots__)  # type: ignore[attr-defined]
+FACT_FIELDS = tuple(Fact.__slots__)
 
 
 def split_record(line: str) -> tuple[str, int | None, str] | None:

@@ -17,11 +17,12 @@ from philly_analyze.report import plots
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
 
     from philly_analyze.analysis import Report
 
 #: Fixed style: every figure looks (and hashes) the same whatever the user's matplotlibrc.
-STYLE: dict[str, Any] = {
+STYLE: dict[RcKeyType, Any] = {
     "font.size": 10,
     "axes.titlesize": 10.5,
     "axes.labelsize": 10,

@@ -147,6 +147,7 @@ def _min_width_px(
     total = 0.0
     for i, c in enumerate(cols):
         head = max((len(w) for w in text.heading(t, c).split()), default=0) * _BOLD_PX
+        cell: float
         if clip[i]:
             cell = 28 * 13
         elif i == 0 or text.is_numeric(t, c):

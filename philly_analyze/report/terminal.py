@@ -6,9 +6,10 @@ output), or an analysis ``Report``."""
 
 from __future__ import annotations
 
+import io
 import textwrap
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
 from rich.rule import Rule
 from rich.table import Table
@@ -23,7 +24,7 @@ from philly_analyze.report.model import Table as ResultTable
 def renderables(doc: Document | Report, width: int = 250) -> Group:
     """Everything to print on a console ``width`` characters wide, as one rich renderable."""
     doc = as_document(doc)
-    parts: list[object] = []
+    parts: list[RenderableType] = []
     if doc.title:
         where = f"  store {doc.store}" if doc.store is not None else ""
         where += f"  scope: {doc.scope}" if doc.scope is not None else ""
@@ -131,8 +132,9 @@ def print_report(doc: Document | Report, console: Console) -> None:
     console.print(renderables(doc, console.width))
 
 
-class _Null:
-    """A file that discards what is written (the console only records or measures)."""
+class _Null(io.StringIO):
+    """A file that discards what is written (the console only records or measures); a
+    StringIO only to be a text file to rich's types, it keeps nothing."""
 
     def write(self, s: str) -> int:
         return len(s)

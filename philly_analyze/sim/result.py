@@ -23,8 +23,12 @@ from philly_analyze.vcquota import quota_table
 from philly_analyze.waitcause import CAUSES, WaitSplit
 
 SOURCE = "replay"
-#: Job status from the outcome of its last attempt.
-STATUS_OF_OUTCOME = {"passed": "passed", "killed": "killed", "failed": "unsuccessful"}
+#: Job status from the outcome of its last attempt (None, no outcome, has no status).
+STATUS_OF_OUTCOME: dict[str | None, str] = {
+    "passed": "passed",
+    "killed": "killed",
+    "failed": "unsuccessful",
+}
 
 
 @dataclass

@@ -105,7 +105,7 @@ def runs_document(df: pd.DataFrame, header: Mapping[str, Any]) -> Document:
     ``header`` (scenario, online_gpus, seed, param): run per row in md, html, json and csv,
     transposed (a metric per row, a run per column) in the terminal table."""
     cols = [str(c) for c in df.columns]
-    records = df.to_dict(orient="records")
+    records = [{str(k): v for k, v in r.items()} for r in df.to_dict(orient="records")]
     # The first column names the run (variant or the parameter's value): shown as it is.
     texts = [[str(r[cols[0]]), *(human(c, r[c]) for c in cols[1:])] for r in records]
     same = {c: c for c in cols}

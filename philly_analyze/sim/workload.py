@@ -165,6 +165,7 @@ class Workload:
         import pandas as pd
 
         sub = df["submit_time"]
+        submit_us: pd.Series
         if pd.api.types.is_datetime64_any_dtype(sub):
             ts = pd.to_datetime(sub, utc=True)
             submit_us = (ts - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(microseconds=1)

@@ -22,7 +22,7 @@ from philly_analyze.sweep.spec import PARAM_PREFIX
 SUMMARY_COLUMNS = ("metric", "n", "mean", "sd", "ci_low", "ci_high", "half_width")
 
 
-def t_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, float | None]:
+def t_interval(values: Sequence[float | None], confidence: float = 0.95) -> dict[str, float | None]:
     """Mean, sd and the t-interval of ``values`` (nulls dropped). ``n`` may be 0 or 1."""
     from scipy import stats
 

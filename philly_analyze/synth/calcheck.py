@@ -130,8 +130,8 @@ def format_round_trip(rt: RoundTrip, real: pd.Series | None) -> str:
         lines.append(
             f"  {b:>5} {int(r.jobs):>8,} {r.mean_s:>9,.0f} {r.p50_s:>8,.0f} {r.p90_s:>9,.0f}"
         )
-    mean_ok = _within(q.loc["all", "mean_s"], t["queue_mean_s"], f)
-    med_ok = _within(q.loc["all", "p50_s"], t["queue_median_s"], f)
+    mean_ok = _within(q["mean_s"].loc["all"], t["queue_mean_s"], f)
+    med_ok = _within(q["p50_s"].loc["all"], t["queue_median_s"], f)
     rising = {c: q.loc[list(BUCKET_LABELS), c].is_monotonic_increasing for c in q.columns[1:]}
     lines.append(
         f"  mean {_ok(mean_ok)}, median {_ok(med_ok)}; rising with size (Figure 3): "
@@ -147,8 +147,8 @@ def format_round_trip(rt: RoundTrip, real: pd.Series | None) -> str:
     lines.append(
         "Table 6 (report), % synthesized (paper): "
         + "; ".join(
-            f"{st} jobs {t6.loc[st, 'jobs_pct']:.2f} ({t6.loc[st, 'paper_jobs_pct']:.2f}) "
-            f"GPU time {t6.loc[st, 'gpu_time_pct']:.2f} ({t6.loc[st, 'paper_gpu_time_pct']:.2f})"
+            f"{st} jobs {t6['jobs_pct'].loc[st]:.2f} ({t6['paper_jobs_pct'].loc[st]:.2f}) "
+            f"GPU time {t6['gpu_time_pct'].loc[st]:.2f} ({t6['paper_gpu_time_pct'].loc[st]:.2f})"
             for st in ("passed", "killed", "unsuccessful")
         )
     )

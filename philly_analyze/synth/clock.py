@@ -23,7 +23,10 @@ class Clock:
         hours = -(-(window.seconds + 2 * margin_days * 86400) // 3600) + 1
         starts = self.base + 3600 * np.arange(hours)
         idx = pd.to_datetime(starts, unit="s", utc=True).tz_convert(window.timezone)
-        self.offset = np.array([int(t.utcoffset().total_seconds()) for t in idx], dtype=np.int64)
+        # The zone's offset at each hour: wall-clock minus UTC.
+        self.offset = np.asarray(
+            (idx.tz_localize(None) - idx.tz_convert(None)).total_seconds(), dtype=np.int64
+        )
         abbrev = list(idx.strftime("%Z"))
         names = sorted(set(abbrev))
         self.zone_lut = textfmt.lut(names)

@@ -97,7 +97,8 @@ def build_curves(
     total = int(off[-1])
     job = np.repeat(np.arange(n), epochs)
     e = (np.arange(total) - off[job] + 1).astype(np.int64)
-    l0 = np.exp(rng.uniform(*np.log(cm["initial_loss"]), n))
+    low, high = np.log(cm["initial_loss"])
+    l0 = np.exp(rng.uniform(low, high, n))
     lmin = l0 * rng.uniform(0.05, 0.6, n)
     g0 = l0 / lmin - 1.0
     gend = 0.0005 * np.exp(rng.uniform(0, np.log(20), n))

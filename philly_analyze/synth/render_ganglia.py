@@ -134,6 +134,7 @@ def write_ganglia(
                 series.append((f"gpu{g}_{name}", acc.gpu[:, mi, g, k] / np.maximum(cnt, 1)))
         for name, v in series:
             blk = textfmt.decimal(np.where(ok, np.maximum(v, 0.0), 0.0), 4)
+            assert blk.mask is not None  # decimal() masks (its strings vary in width)
             data, mask = blk.data.copy(), blk.mask.copy()
             data[~ok, :3] = nan
             mask[~ok] = False

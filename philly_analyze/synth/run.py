@@ -123,7 +123,7 @@ def synthesize(out: Path, config: SynthConfig, progress: Progress | None = None)
         say("writing per-minute metrics")
         model = MinuteModel(hist, cal, int(seeds[5].generate_state(1)[0]))
         acc = _minute_pass(out, cal, hist, model, clock, config, step)
-        if "ganglia" in config.formats:
+        if acc is not None:  # Ganglia is asked for (step > 0: the accumulator was made)
             say(f"writing ganglia exports ({step} s step)")
             res.files["ganglia"] = render_ganglia.write_ganglia(
                 out / "ganglia", cal, hist, acc, step

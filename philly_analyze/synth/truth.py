@@ -65,7 +65,8 @@ def write_truth(out: Path, cal: Calibration, hist: History) -> list[Path]:
     finished = (has & (n_real == wl.num_attempts) & (last_end >= 0)) | done_cancel
     censored = ~finished
     # Only held jobs are killed unscheduled: users do not give up on queued jobs.
-    cancel = np.where(done_cancel, "withdrawn", None)
+    cancel = np.full(len(done_cancel), None, dtype=object)
+    cancel[done_cancel] = "withdrawn"
     c = hist.curves
     files = [
         _write(

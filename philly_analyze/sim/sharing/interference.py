@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -266,7 +267,7 @@ def error_summary(err: np.ndarray) -> dict[str, float]:
     }
 
 
-def calibrate(gavel_json: Path) -> dict[str, object]:
+def calibrate(gavel_json: Path) -> dict[str, Any]:
     """Everything the simulator ships, fitted on one Gavel throughputs file."""
     out: dict[str, object] = {
         "source": (

@@ -386,8 +386,10 @@ def _compare_philly(
     for key in ("jct_mean_s", "jct_p50_s", "queue_mean_s", "queue_p50_s"):
         metrics[f"philly_{key}"] = base.get(key)
         ours, theirs = metrics.get(key), base.get(key)
-        ok = ours is not None and theirs not in (None, 0) and np.isfinite(theirs)
-        metrics[f"{key.removesuffix('_s')}_vs_philly"] = ours / theirs if ok else None
+        ratio = None
+        if ours is not None and theirs is not None and theirs != 0 and np.isfinite(theirs):
+            ratio = ours / theirs
+        metrics[f"{key.removesuffix('_s')}_vs_philly"] = ratio
 
 
 def run_scenario(
