@@ -24,13 +24,8 @@ import dataclasses
 import numpy as np
 
 from philly_analyze.synth.calibration import Calibration
-from philly_analyze.synth.workload import (
-    JobPlan,
-    attempt_class,
-    attempt_floors,
-    scaled,
-    solve_factors,
-)
+from philly_analyze.synth.runtimes import attempt_class, attempt_floors, scaled, solve_factors
+from philly_analyze.synth.workload import JobPlan
 
 
 def job_waiting(
