@@ -75,6 +75,7 @@ def scale_durations(
     counted = (submit >= window_from) & runs
 
     def done(dur: np.ndarray) -> np.ndarray:
+        """Per attempt: whether its job, run back to back from submission, ends in the window."""
         finish = submit + np.bincount(att_job, weights=dur, minlength=len(submit))
         return ((finish <= seconds) & counted)[att_job]
 
