@@ -9,7 +9,7 @@ Layout of a store directory::
     parquet/<table>/month=YYYY-MM/<batch>-<n>.parquet     (time series)
     replay.json, waiting.parquet, ...   other files of some outputs (``schemas.ARTIFACTS``)
 
-Nothing else in the folder is the store's: every other file is declared in ``schemas.py``
+Nothing else in the folder is the store's: every other file is declared in the ``schemas`` package
 (``ARTIFACTS``, e.g. a replay's settings and true waiting causes), written in a batch with
 ``Batch.write_artifact`` and read with ``Store.read_artifact``, which conforms it to its
 declaration (files written by older versions included).

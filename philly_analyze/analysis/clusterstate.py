@@ -130,6 +130,7 @@ def build(ctx: Context, lo_us: int, hi_us: int) -> Timeline:
     )
 
     def idx(t: np.ndarray) -> np.ndarray:
+        """Step index of each time; open ends stay open."""
         return np.where(t == _NO_END, _NO_END, step_index(times, t))
 
     mi, c = held["mi"].to_numpy(np.int64), held["c"].to_numpy(np.int64)

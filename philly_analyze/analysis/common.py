@@ -76,6 +76,7 @@ class Scope:
 
     @property
     def is_all(self) -> bool:
+        """Whether the scope is the whole store (no VC, no time window)."""
         return not self.vcs and self.since is None and self.until is None
 
     def job_filter(self, alias: str = "j") -> tuple[str, list[Any]]:
@@ -172,6 +173,7 @@ class Context:
         return self.store.con.execute(sql, list(params or [])).fetch_df()
 
     def scalar(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        """The first value of the query's first row; None when it returns no row."""
         row = self.store.con.execute(sql, list(params or [])).fetchone()
         return row[0] if row else None
 
@@ -192,6 +194,7 @@ class Context:
         return {r[0] for r in rows}
 
     def count(self, relation: str) -> int:
+        """Rows of a relation (a view or a scoped temp table)."""
         return int(self.scalar(f"SELECT count(*) FROM {relation}") or 0)
 
     def runs_note(self, whole_store: bool = False) -> str | None:
@@ -229,6 +232,8 @@ class Context:
 
     @property
     def quota_source(self) -> str:
+        """Where ``quotas`` come from, as the report names it: given, a file, the store's
+        ``vc_quotas.csv``, or inferred from GPU-time shares."""
         return self._quota_info()[2]
 
     def _quota_info(self) -> tuple[dict[str, int], list[str], str]:

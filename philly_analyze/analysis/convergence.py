@@ -75,13 +75,41 @@ def compute(ctx: Context) -> Section:
     if c.empty:
         sec.notes.append("no passed or killed job in scope has a loss curve of 2+ points")
         return sec
-    rows = []
     unknown = int(c["gpu_hours"].isna().sum())
     if unknown:
         sec.notes.append(
             f"{unknown:,} jobs' curve attempts have no known GPU time (duration or GPUs "
             "unknown): left out of gpu_hours and saved_gpu_hours (absent when none is known)"
         )
+    rows = _summary_rows(c)
+    sec.tables.append(
+        ResultTable(
+            "summary",
+            "Fraction of epochs to the lowest loss / within 0.1% of it; early-stop savings",
+            pd.DataFrame(rows),
+            paper="Figure 8, summarized",
+            description="Fractions of a job's epochs: 0 = first epoch, 1 = last; jobs within "
+            "0.1% by 40%: the share of jobs within 0.1% of their lowest loss by 40% of their "
+            "epochs; savings: stopping once within 0.1%, epochs assumed of equal length.",
+        )
+    )
+    pts = _fig8_points(c)
+    sec.tables.append(
+        ResultTable(
+            "fig8_points",
+            "Share of jobs at or below a fraction of epochs (the points of Figure 8)",
+            pd.DataFrame(pts),
+            paper="Figure 8, read off the plot",
+        )
+    )
+    sec.data["curves"] = c
+    return sec
+
+
+def _summary_rows(c: pd.DataFrame) -> list[dict[str, object]]:
+    """Per status (and all): median fractions of epochs, the share within 0.1% by 40% of the
+    epochs, and the GPU hours early stopping would save."""
+    rows: list[dict[str, object]] = []
     for st in ("passed", "killed", "all"):
         g = c if st == "all" else c[c["status"] == st]
         timed = g[g["gpu_hours"].notna()]
@@ -99,18 +127,12 @@ def compute(ctx: Context) -> Section:
                 "saved_pct": 100.0 * saved / gh if gh and saved is not None else None,
             }
         )
-    sec.tables.append(
-        ResultTable(
-            "summary",
-            "Fraction of epochs to the lowest loss / within 0.1% of it; early-stop savings",
-            pd.DataFrame(rows),
-            paper="Figure 8, summarized",
-            description="Fractions of a job's epochs: 0 = first epoch, 1 = last; jobs within "
-            "0.1% by 40%: the share of jobs within 0.1% of their lowest loss by 40% of their "
-            "epochs; savings: stopping once within 0.1%, epochs assumed of equal length.",
-        )
-    )
-    pts = []
+    return rows
+
+
+def _fig8_points(c: pd.DataFrame) -> list[dict[str, object]]:
+    """Our cumulative share of jobs at each of the paper's Figure 8 points."""
+    pts: list[dict[str, object]] = []
     for r in paper.rows("fig8"):
         col = _THRESHOLD_COL[str(r["threshold"])]
         g = c[c["status"] == r["jobs"]]
@@ -124,16 +146,7 @@ def compute(ctx: Context) -> Section:
                 "paper_cumulative_fraction_of_jobs": r["cumulative_fraction_of_jobs"],
             }
         )
-    sec.tables.append(
-        ResultTable(
-            "fig8_points",
-            "Share of jobs at or below a fraction of epochs (the points of Figure 8)",
-            pd.DataFrame(pts),
-            paper="Figure 8, read off the plot",
-        )
-    )
-    sec.data["curves"] = c
-    return sec
+    return pts
 
 
 def cdf(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:

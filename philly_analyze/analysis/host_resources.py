@@ -69,6 +69,28 @@ def compute(ctx: Context) -> Section:
         sec.notes.append(runs_note)
     series = "cpu_util" if present["cpu"] else "mem_util"
     busy = _busy_table(ctx, running_horizon(ctx, series))
+    hists = _histograms(ctx, sec, present, busy)
+    rows = _summary_rows(hists)
+    if not rows or all(r["minutes"] == 0 for r in rows):
+        sec.notes.append("no host sample falls inside a run of a job in scope")
+    sec.tables.append(
+        ResultTable(
+            "host",
+            "CPU and memory utilization (%) of servers while they ran GPU jobs",
+            pd.DataFrame(rows),
+            paper="Figure 7, as percentiles",
+            description="Per-minute samples of servers with at least one running attempt.",
+        )
+    )
+    sec.data["hists"] = hists
+    return sec
+
+
+def _histograms(
+    ctx: Context, sec: Section, present: dict[str, bool], busy: str
+) -> dict[str, pd.DataFrame]:
+    """Per metric present, 1% bins of the samples taken while their server was busy (the
+    ``busy`` temp table, dropped here whatever happens); a note for each metric missing."""
     window, params = [], []
     if ctx.scope.since is not None:
         window.append("x.time >= ?")
@@ -97,7 +119,12 @@ def compute(ctx: Context) -> Section:
             )
     finally:
         ctx.store.con.execute(f"DROP TABLE IF EXISTS {busy}")
-    rows = []
+    return hists
+
+
+def _summary_rows(hists: dict[str, pd.DataFrame]) -> list[dict[str, object]]:
+    """Minutes, mean and percentiles per metric, over all servers and per server size."""
+    rows: list[dict[str, object]] = []
     for key, h in hists.items():
         # pandas-stubs types a group's key as any scalar; server_gpus holds counts.
         groups = [("all", h)] + [
@@ -120,16 +147,4 @@ def compute(ctx: Context) -> Section:
                     "p95": p95,
                 }
             )
-    if not rows or all(r["minutes"] == 0 for r in rows):
-        sec.notes.append("no host sample falls inside a run of a job in scope")
-    sec.tables.append(
-        ResultTable(
-            "host",
-            "CPU and memory utilization (%) of servers while they ran GPU jobs",
-            pd.DataFrame(rows),
-            paper="Figure 7, as percentiles",
-            description="Per-minute samples of servers with at least one running attempt.",
-        )
-    )
-    sec.data["hists"] = hists
-    return sec
+    return rows

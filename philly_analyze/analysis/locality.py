@@ -60,7 +60,23 @@ def compute(ctx: Context) -> Section:
         sec.notes.append("no started job with placements and a submit time in scope")
         return sec
     delay["gpu_bucket"] = gpu_bucket(delay["num_gpus"].to_numpy())
-    rows = []
+    rows = _delay_rows(delay)
+    sec.tables.append(
+        ResultTable(
+            "delay_by_servers",
+            "Queueing delay (minutes) by GPU demand and servers spanned by the first attempt",
+            pd.DataFrame(rows),
+            paper="Figure 4",
+            description="Servers = distinct machines among the first attempt's placements.",
+        )
+    )
+    sec.data["delay_by_servers"] = delay
+    return sec
+
+
+def _delay_rows(delay: pd.DataFrame) -> list[dict[str, object]]:
+    """Per GPU bucket and servers spanned: jobs, mean, median and p90 delay (minutes)."""
+    rows: list[dict[str, object]] = []
     for bucket in BUCKET_LABELS:
         db = delay[delay["gpu_bucket"] == bucket]
         for servers, ds in _by_servers(db):
@@ -76,17 +92,7 @@ def compute(ctx: Context) -> Section:
                     "p90_min": float(p90),
                 }
             )
-    sec.tables.append(
-        ResultTable(
-            "delay_by_servers",
-            "Queueing delay (minutes) by GPU demand and servers spanned by the first attempt",
-            pd.DataFrame(rows),
-            paper="Figure 4",
-            description="Servers = distinct machines among the first attempt's placements.",
-        )
-    )
-    sec.data["delay_by_servers"] = delay
-    return sec
+    return rows
 
 
 def _with_paper(servers: int, stats: dict) -> dict:

@@ -77,6 +77,7 @@ class Section:
         return self.table(name).frame
 
     def has_table(self, name: str) -> bool:
+        """Whether the section computed a table called ``name``."""
         return any(t.name == name for t in self.tables)
 
     def rows(self) -> list[dict[str, Any]]:

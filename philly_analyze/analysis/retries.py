@@ -28,8 +28,31 @@ _PAPER_BUCKET = {"1": "1", "2-4": "2-4", "5-8": "5-8", ">8": "gt8", "all": "all"
 def compute(ctx: Context) -> Section:
     """Average retries and unsuccessful rate per GPU bucket and overall."""
     sec = Section("retries", "Retries and unsuccessful jobs by GPU demand (Figure 9)")
+    df = _per_bucket(ctx)
+    if df.empty or df["jobs"].sum() == 0:
+        sec.notes.append("no job with an attempt in scope (needs the attempts table)")
+        return sec
+    total = df[df["gpu_bucket"].isna()].iloc[0]
+    sec.notes.extend(_notes(total))
+    df = _with_paper(df)
+    sec.tables.append(
+        ResultTable(
+            "fig9",
+            "Average retries and unsuccessful rate by GPU demand",
+            df,
+            paper="Figure 9, values read off the plot",
+            description="Retries = attempts after the first; rates are fractions of jobs.",
+        )
+    )
+    sec.data["fig9"] = df
+    return sec
+
+
+def _per_bucket(ctx: Context) -> pd.DataFrame:
+    """Jobs, retries (known ones), unsuccessful rate and resumed attempts per GPU bucket,
+    and a total row (``gpu_bucket`` NULL)."""
     run_lists = ", ".join(f"'{s}'" for s in RUN_LIST_SOURCES)
-    df = ctx.df(
+    return ctx.df(
         f"""WITH a AS (
                 SELECT job_id, attempt_idx, source,
                        lag(outcome) OVER (PARTITION BY job_id ORDER BY attempt_idx) AS prev
@@ -58,12 +81,14 @@ def compute(ctx: Context) -> Section:
             GROUP BY GROUPING SETS ((gpu_bucket), ())
             ORDER BY gpu_bucket"""
     )
-    if df.empty or df["jobs"].sum() == 0:
-        sec.notes.append("no job with an attempt in scope (needs the attempts table)")
-        return sec
-    total = df[df["gpu_bucket"].isna()].iloc[0]
+
+
+def _notes(total: pd.Series) -> list[str]:
+    """What the total row says the table cannot show: unknown retries, resumed attempts,
+    an unknown unsuccessful rate."""
+    notes: list[str] = []
     if total["run_list_jobs"]:
-        sec.notes.append(
+        notes.append(
             f"{int(total['run_list_jobs']):,} jobs come from job lists (one run per job, its "
             "attempts not recorded): their retries are unknown, left out of retries and "
             "avg_retries"
@@ -74,12 +99,17 @@ def compute(ctx: Context) -> Section:
             )
         )
     if total["resumed"]:
-        sec.notes.append(
+        notes.append(
             f"{int(total['resumed']):,} attempts resume a preempted one (the attempt before "
             "was killed): not retries"
         )
     if total["unsuccessful_rate"] is None or pd.isna(total["unsuccessful_rate"]):
-        sec.notes.append("no job with a final status: the unsuccessful rate is unknown")
+        notes.append("no job with a final status: the unsuccessful rate is unknown")
+    return notes
+
+
+def _with_paper(df: pd.DataFrame) -> pd.DataFrame:
+    """The buckets in the paper's order with the paper's values beside ours."""
     df["gpu_bucket"] = df["gpu_bucket"].fillna("all")
     order = {b: i for i, b in enumerate((*BUCKET_LABELS, "unknown", "all"))}
     df = df.sort_values("gpu_bucket", key=lambda s: s.map(order)).reset_index(drop=True)
@@ -102,14 +132,4 @@ def compute(ctx: Context) -> Section:
             "paper_unsuccessful_rate",
         ]
     ]
-    sec.tables.append(
-        ResultTable(
-            "fig9",
-            "Average retries and unsuccessful rate by GPU demand",
-            df,
-            paper="Figure 9, values read off the plot",
-            description="Retries = attempts after the first; rates are fractions of jobs.",
-        )
-    )
-    sec.data["fig9"] = df
-    return sec
+    return df

@@ -63,6 +63,8 @@ def aggregates(ctx: Context) -> UtilAggregates | None:
 
 
 def _compute(ctx: Context) -> UtilAggregates:
+    """One pass over gpu_util joined to the placed GPUs' runs: per-attempt sums and
+    per-(size, status, servers) 1% histograms together (GROUPING SETS)."""
     horizon = running_horizon(ctx, "gpu_util")
     con = ctx.store.con
     att, pl = f"_att_{ctx.jobs}", f"_pl_{ctx.jobs}"
@@ -109,6 +111,12 @@ def _compute(ctx: Context) -> UtilAggregates:
     finally:
         con.execute(f"DROP TABLE IF EXISTS {pl}")
         con.execute(f"DROP TABLE IF EXISTS {att}")
+    return _shape(res, meta)
+
+
+def _shape(res: pd.DataFrame, meta: pd.DataFrame) -> UtilAggregates:
+    """The aggregates from the grouped query's rows (``res``) and the attempts' ids and cells
+    (``meta``)."""
     # GROUPING bitmask over (att, cell, ubin): a bit is 1 when the column is aggregated away.
     per_att = res[res["g"] == 0b011][["att", "minutes", "util_sum"]]
     attempts = meta.merge(per_att, on="att").sort_values(["job_id", "attempt_idx"])
@@ -160,6 +168,7 @@ def job_utilization(ctx: Context) -> pd.DataFrame:
 
 
 def _cell(h: pd.DataFrame) -> float | None:
+    """Mean utilization of a histogram's minutes; None when it has none (absent, not 0)."""
     m = float(h["minutes"].sum())
     return float(h["util_sum"].sum()) / m if m else None
 
@@ -179,22 +188,7 @@ def compute(ctx: Context) -> Section:
         return sec
     h = agg.by_size_status
     jobs = job_utilization(ctx)
-    rows, job_rows = [], []
-    for size in (*TABLE3_SIZES, "all"):
-        hs = h if size == "all" else h[h["job_gpus"] == size]
-        js = jobs if size == "all" else jobs[jobs["job_gpus"] == size]
-        row: dict[str, object] = {"job_size": str(size), "jobs": len(js)}
-        jrow: dict[str, object] = {"job_size": str(size), "jobs": len(js)}
-        for st in (*STATUSES, "all"):
-            cell = hs if st == "all" else hs[hs["status"] == st]
-            jcell = js if st == "all" else js[js["status"] == st]
-            row[st] = _cell(cell)
-            row[f"paper_{st}"] = paper.lookup("table3", "job_size", size, st)
-            jrow[st] = float(jcell["util"].mean()) if len(jcell) else None
-            jrow[f"paper_{st}"] = row[f"paper_{st}"]
-        row["gpu_minutes"] = int(hs["minutes"].sum())
-        rows.append(row)
-        job_rows.append(jrow)
+    rows, job_rows = _table3_rows(h, jobs)
     # The primary table weighs each job the same: the paper's "all" column is the job-count
     # mix of its status columns (52.43, 42.98, 60.43 at 69.3/13.5/17.2% of jobs -> 52.53,
     # printed 52.32), not the GPU-time mix (-> 50.28), so its cells are means over jobs.
@@ -225,3 +219,28 @@ def compute(ctx: Context) -> Section:
             f"{len(jobs):,} of {int(cover):,} jobs that ran have utilization samples on their GPUs"
         )
     return sec
+
+
+def _table3_rows(
+    h: pd.DataFrame, jobs: pd.DataFrame
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """Table 3's rows per job size (and all): per GPU-minute means from the histograms
+    ``h``, per-job means from ``jobs``, each beside the paper's value."""
+    rows: list[dict[str, object]] = []
+    job_rows: list[dict[str, object]] = []
+    for size in (*TABLE3_SIZES, "all"):
+        hs = h if size == "all" else h[h["job_gpus"] == size]
+        js = jobs if size == "all" else jobs[jobs["job_gpus"] == size]
+        row: dict[str, object] = {"job_size": str(size), "jobs": len(js)}
+        jrow: dict[str, object] = {"job_size": str(size), "jobs": len(js)}
+        for st in (*STATUSES, "all"):
+            cell = hs if st == "all" else hs[hs["status"] == st]
+            jcell = js if st == "all" else js[js["status"] == st]
+            row[st] = _cell(cell)
+            row[f"paper_{st}"] = paper.lookup("table3", "job_size", size, st)
+            jrow[st] = float(jcell["util"].mean()) if len(jcell) else None
+            jrow[f"paper_{st}"] = row[f"paper_{st}"]
+        row["gpu_minutes"] = int(hs["minutes"].sum())
+        rows.append(row)
+        job_rows.append(jrow)
+    return rows, job_rows

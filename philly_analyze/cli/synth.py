@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,8 +12,12 @@ from philly_analyze.errors import UserError
 from philly_analyze.progress import stderr_console
 from philly_analyze.timeutil import DEFAULT_TIMEZONE, check_timezone
 
+if TYPE_CHECKING:  # the synthesizer is imported when the command runs, not with the CLI
+    from philly_analyze.synth.run import SynthResult
+
 
 def _formats(value: str) -> tuple[str, ...]:
+    """The comma-separated --formats, each once, in the order given (usage error if unknown)."""
     from philly_analyze.synth.run import FORMATS
 
     names = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
@@ -35,6 +40,7 @@ MAX_MACHINES = 100_000
 
 
 def _date(value: str) -> str:
+    """--start as an ISO date inside the window every format can write."""
     import datetime as dt
 
     try:
@@ -176,11 +182,7 @@ def command(
     """
     from philly_analyze.synth.run import SynthConfig, prepare_out, synthesize
 
-    check_timezone(timezone)
-    _check_window(start, days)
-    names = _formats(formats)
-    if ganglia_step is not None and ganglia_step % 60:
-        raise click.BadParameter("must be a multiple of 60", param_hint="--ganglia-step")
+    names = _checked_options(timezone, start, days, formats, ganglia_step)
     try:
         prepare_out(out, force)
     except FileExistsError as e:
@@ -188,15 +190,11 @@ def command(
     console = stderr_console()
     if scheduler == "builtin":  # kept so that scripts still run; says what changed
         if not quiet:
-            console.print(
-                "note: deprecated --scheduler builtin: the built-in scheduler was removed; the "
-                "jobs are scheduled by the replay engine's philly policy (users no longer give "
-                "up on queued jobs)",
-                highlight=False,
-            )
+            console.print(_BUILTIN_NOTE, highlight=False)
         scheduler = "philly"
 
     def say(msg: str) -> None:
+        """A progress line on stderr (none with --quiet)."""
         if not quiet:
             console.print(f"[dim]synth:[/] {msg}", highlight=False)
 
@@ -216,6 +214,31 @@ def command(
         res = synthesize(out, config, say)
     except ValueError as e:
         raise UserError(str(e)) from None
+    _print_summary(out, res, days, start)
+
+
+def _checked_options(
+    timezone: str, start: str, days: float, formats: str, ganglia_step: int | None
+) -> tuple[str, ...]:
+    """Usage errors (exit 2) before anything is written; returns the formats asked for."""
+    check_timezone(timezone)
+    _check_window(start, days)
+    names = _formats(formats)
+    if ganglia_step is not None and ganglia_step % 60:
+        raise click.BadParameter("must be a multiple of 60", param_hint="--ganglia-step")
+    return names
+
+
+#: What ``--scheduler builtin`` (deprecated) prints on stderr.
+_BUILTIN_NOTE = (
+    "note: deprecated --scheduler builtin: the built-in scheduler was removed; the "
+    "jobs are scheduled by the replay engine's philly policy (users no longer give "
+    "up on queued jobs)"
+)
+
+
+def _print_summary(out: Path, res: SynthResult, days: float, start: str) -> None:
+    """The run's summary on stdout: totals, then files and megabytes per format."""
     s = res.summary
     click.echo(
         f"wrote {out}: {s['jobs']:,} jobs, {s['attempts_started']:,} attempts on "

@@ -56,6 +56,7 @@ Reader = Callable[[Source, SampleSink, IngestContext, Batch], ReadStats]
 
 
 def _text_head(head: bytes, n: int = 4096) -> str:
+    """The head as text for sniffing, without a BOM or leading blank space."""
     return head[:n].decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
 
 
@@ -69,12 +70,19 @@ def _xml_document(text: str, max_junk_lines: int = 5) -> bool:
 
 
 class _GangliaFormat(Format):
+    """A Ganglia export: ``read`` turns one file into samples, the session routes them."""
+
+    # Grouped: all files of a format in one ingest call share a session and a batch, so that
+    # finish() sees every source's samples: it sets aside those the sources disagree on and
+    # resamples each series once.
     grouped = True
 
     def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
+        """Feed one file's samples to ``sink``."""
         raise NotImplementedError
 
     def session(self, batch: Batch, ctx: IngestContext) -> _GangliaSession:
+        """A session gathering the run's samples and resampling them per minute."""
         return _GangliaSession(batch, ctx, self)
 
 
@@ -87,6 +95,7 @@ def _names_for(source: Source, ctx: IngestContext) -> HostNamer:
 
 
 def _named(stats: ReadStats, names: HostNamer) -> ReadStats:
+    """The stats with where the host name came from (for the run's notes)."""
     stats.host_from = names.host_from
     return stats
 
@@ -97,9 +106,11 @@ class GangliaXml(_GangliaFormat):
     description = "Ganglia gmond/gmetad XML dump (<GANGLIA_XML>)"
 
     def sniff(self, name: str, head: bytes) -> bool:
+        """A gmond/gmetad XML document (a few lines of telnet chatter may come first)."""
         return b"<GANGLIA_XML" in head and _xml_document(_text_head(head))
 
     def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
+        """Samples of every host and metric in the dump."""
         return xml.read_gmond(source, sink, ctx.tracker)
 
 
@@ -109,12 +120,14 @@ class RrdtoolXport(_GangliaFormat):
     description = "rrdtool xport output (XML, or --json), one host per file"
 
     def sniff(self, name: str, head: bytes) -> bool:
+        """``rrdtool xport`` XML (``<xport>``) or its ``--json`` form."""
         t = _text_head(head)
         if t.startswith("<") and "<xport>" in t:
             return True
         return t.startswith("{") and "RRDtool" in t and "meta" in t and "legend" in t
 
     def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
+        """The export's series, named by the host its path gives."""
         names = _names_for(source, ctx)
         if _text_head(source.head).startswith("{"):
             return _named(text.read_xport_json(source, sink, ctx, names), names)
@@ -127,10 +140,12 @@ class RrdtoolDump(_GangliaFormat):
     description = "rrdtool dump output of a gmetad RRD (<cluster>/<host>/<metric>.xml)"
 
     def sniff(self, name: str, head: bytes) -> bool:
+        """An ``rrdtool dump`` XML (``<rrd>`` with its header)."""
         t = _text_head(head)
         return t.startswith("<") and "<rrd>" in t and ("<lastupdate>" in t or "<version>" in t)
 
     def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
+        """The RRD's archived series, named by the host its path gives."""
         names = _names_for(source, ctx)
         return _named(xml.read_dump(source, sink, ctx.tracker, names), names)
 
@@ -141,12 +156,14 @@ class GangliaCsv(_GangliaFormat):
     description = "ganglia-web graph CSV export (Timestamp,<metric>...), one host per file"
 
     def sniff(self, name: str, head: bytes) -> bool:
+        """A ganglia-web CSV: a ``Timestamp,`` header and a time in the first field below it."""
         lines = _text_head(head).splitlines()
         if len(lines) < 2 or not lines[0].lower().startswith("timestamp,"):
             return False
         return text.looks_like_time(lines[1].split(",", 1)[0])
 
     def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
+        """The export's metric columns, named by the host its path gives."""
         names = _names_for(source, ctx)
         return _named(text.read_csv(source, sink, ctx, batch, names), names)
 
@@ -157,10 +174,12 @@ class GangliaJson(_GangliaFormat):
     description = "ganglia-web graph JSON export ([{host_name, metric_name, datapoints}])"
 
     def sniff(self, name: str, head: bytes) -> bool:
+        """A JSON array of ganglia-web series (``"datapoints"``)."""
         t = _text_head(head)
         return t.startswith("[") and '"datapoints"' in t
 
     def read(self, source: Source, sink: SampleSink, ctx: IngestContext, batch: Batch) -> ReadStats:
+        """Each series under its own host and metric name."""
         return text.read_ganglia_json(source, sink, ctx, batch)
 
 

@@ -42,6 +42,7 @@ def _in(values: Iterable[str]) -> str:
 
 
 def _case(expr: str, mapping: dict[str, str]) -> str:
+    """A SQL ``CASE`` mapping our own constants (data/yarn_rm.json) to others; NULL otherwise."""
     whens = " ".join(f"WHEN {sql_literal(k)} THEN {sql_literal(v)}" for k, v in mapping.items())
     return f"CASE {expr} {whens} END"
 
@@ -49,6 +50,10 @@ def _case(expr: str, mapping: dict[str, str]) -> str:
 def facts_with_recovery(facts: str) -> str:
     """``facts`` plus ``recovered``: transitions that replay state after an RM restart."""
     r = rules()
+    # Leaving NEW other than for the submission path is a recovery (docs/raw-sources.md, RM
+    # restarts): RECOVER names it. Versions that log no event leave it to the target state:
+    # a live app can also go NEW -> KILLED/FAILED (killed or rejected at submission), so
+    # those count as recovery only for an app the log shows being recovered.
     app_rec = (
         f"to_state NOT IN {_in(r['app_submit_states'])} AND (event = 'RECOVER' OR (event IS NULL "
         "AND (to_state NOT IN ('KILLED', 'FAILED') OR app IN "
@@ -58,6 +63,8 @@ def facts_with_recovery(facts: str) -> str:
         f"to_state NOT IN {_in(r['attempt_submit_states'])} AND "
         "(event = 'RECOVER' OR (event IS NULL AND to_state <> 'KILLED'))"
     )
+    # A live container leaves NEW for ALLOCATED, RESERVED or KILLED; work-preserving recovery
+    # re-reports running ones as NEW -> RUNNING.
     cont_rec = f"to_state NOT IN {_in(r['container_live_from_new'])}"
     return f"""
         SELECT *, coalesce(from_state = 'NEW' AND CASE kind
@@ -82,6 +89,8 @@ def scheduler_events_sql(fr: str) -> str:
 def _ranked(kinds: list[str]) -> str:
     """A BIGINT sort key: the rank of ``kind`` in ``kinds``, then the time (first wins)."""
     whens = " ".join(f"WHEN '{k}' THEN {i}" for i, k in enumerate(kinds))
+    # Epoch microseconds stay below 10**16 until the year 2286: the rank decides, the time
+    # only breaks ties within a rank.
     return f"(CASE kind {whens} END) * 10000000000000000 + epoch_us(t)"
 
 
@@ -143,6 +152,8 @@ def apps_sql(fr: str) -> str:
 
 def containers_sql(fr: str) -> str:
     """One row per container seen with its host and resources."""
+    # ``t`` stays NULL for a container the restarted RM recovered: its assignment line is the
+    # re-report, not when the container started.
     return f"""
         SELECT app, attempt, container, any_value(host) AS host, max(gpus) AS gpus,
                bool_or(has_cap) AS has_cap,
@@ -157,6 +168,9 @@ def attempts_sql(fr: str, apps: str, conts: str) -> str:
     start_states = _in(r["attempt_start_states"])
     created = _in(r["attempt_created_states"])
     final = _in(r["attempt_final_states"])
+    # In order: the attempt's own final state; an earlier attempt without one was retried, so
+    # it failed (yarn_rm.json, _outcome); the last attempt takes the job's status; a final
+    # state outside the mapping is unknown; started and not ended: running.
     outcome = f"""CASE
             WHEN final_state IN {_in(r["attempt_state_to_outcome"])}
                 THEN {_case("final_state", r["attempt_state_to_outcome"])}
@@ -180,6 +194,8 @@ def attempts_sql(fr: str, apps: str, conts: str) -> str:
                 coalesce(bool_or(kind = 'attempt' AND to_state IN {created}), false)
                     AS seen_created
             FROM {fr} WHERE attempt IS NOT NULL GROUP BY app, attempt),
+        -- GPUs are known only if some container's resources named a GPU type (has_cap):
+        -- an RM that does not schedule GPUs lists none, which is unknown, not 0.
         c AS (
             SELECT app, attempt, min(t) AS start_c,
                    CASE WHEN bool_or(has_cap) THEN sum(gpus) END AS num_gpus,
@@ -207,6 +223,8 @@ def attempts_sql(fr: str, apps: str, conts: str) -> str:
 
 def jobs_sql(apps: str, attempts: str) -> str:
     """Jobs (physical columns of ``jobs``) with their data-quality flags."""
+    # A job's GPU demand is its first attempt's (as the published trace and the analyses'
+    # buckets take it).
     return f"""
         WITH first_att AS (SELECT job_id, arg_min(num_gpus, attempt_idx) AS num_gpus,
                                   count(*) AS n FROM {attempts} GROUP BY job_id),

@@ -281,6 +281,7 @@ def util_beta_concentration(mean: float, p90: float) -> float:
     """Beta concentration (a + b) whose 90th percentile is ``p90`` at mean ``mean`` (0-1)."""
 
     def gap(log_kappa: float) -> float:
+        """How far the 90th percentile at concentration e**log_kappa is from ``p90``."""
         kappa = float(np.exp(log_kappa))
         return float(stats.beta.ppf(0.9, mean * kappa, (1 - mean) * kappa)) - p90
 

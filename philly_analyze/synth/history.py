@@ -64,6 +64,7 @@ class History:
 
     @property
     def horizon(self) -> int:
+        """The window's length in seconds (times at or after it are outside the logs)."""
         return self.window.seconds
 
     def first_started(self) -> np.ndarray:
@@ -96,40 +97,17 @@ def realize(
     outcome = np.where(running, R_RUNNING, wl.att_outcome[ra]).astype(np.int8)
     reason = np.where(outcome == A_FAILED, wl.att_reason[ra], -1).astype(np.int16)
     counts = sched.pl_offsets[ra + 1] - sched.pl_offsets[ra]
-    ra_off = np.zeros(len(ra) + 1, dtype=np.int64)
-    np.cumsum(counts, out=ra_off[1:])
-    pl_src = np.repeat(sched.pl_offsets[ra], counts) + (
-        np.arange(int(ra_off[-1])) - np.repeat(ra_off[:-1], counts)
-    )
+    ra_off, pl_src = _csr_subset(sched.pl_offsets[ra], counts)
     pl_machine = sched.pl_machine[pl_src]
     pl_gpu = sched.pl_gpu[pl_src]
     ra_job = wl.att_job[ra]
-    # Servers spanned by each job's first attempt; minutes of utilization in the window.
-    spans = np.zeros(wl.num_jobs, dtype=np.int64)
-    first = np.ones(len(ra), dtype=bool)
-    first[1:] = ra_job[1:] != ra_job[:-1]
-    for i in np.flatnonzero(first & (wl.gpus[ra_job] > 1)):
-        spans[ra_job[i]] = len(np.unique(pl_machine[ra_off[i] : ra_off[i + 1]]))
-    spans[ra_job[first & (wl.gpus[ra_job] == 1)]] = 1
+    spans = _first_attempt_spans(wl, ra_job, ra_off, pl_machine)
+    # Minutes of utilization in the window: a job with none has no measurable utilization.
     vis_end = np.minimum(end, h)
     minutes = -(-vis_end // 60) - (-(-ra_start // 60))
     measurable = np.bincount(ra_job, weights=np.maximum(minutes, 0), minlength=wl.num_jobs) > 0
-    level = utillevels.job_levels(cal, wl.gpus, wl.status, spans, measurable, rng)
-    pl_job = np.repeat(ra_job, counts)
-    spread = float(cal.section("utilization", "noise")["gpu_spread"])
-    pl_att = np.repeat(np.arange(len(ra)), counts)
-    pl_level = utillevels.gpu_levels(level[pl_job], pl_att, spread, rng)
-    # Loss curves over each job's planned run time (all attempts, as planned).
-    # Run times as they happened (a scheduler may stretch spread-out attempts), as planned for
-    # attempts that never started.
-    dur = np.where(sched.att_start >= 0, sched.att_end - sched.att_start, wl.att_duration)
-    run_time = np.bincount(wl.att_job, weights=dur, minlength=wl.num_jobs)
-    ran = np.zeros(wl.num_jobs, dtype=bool)
-    ran[ra_job] = True
-    curves = loss.build_curves(cal, wl.status, np.where(ran, run_time, 0.0), rng)
-    ep_att, ep_off = loss.epoch_attempts(curves, wl.att_job, dur, wl.first_attempt)
-    ep_start = sched.att_start[ep_att]
-    ep_time = np.where(ep_start >= 0, ep_start + np.floor(ep_off), -1).astype(np.int64)
+    level, pl_level = _levels(cal, wl, ra_job, counts, spans, measurable, rng)
+    curves, ep_att, ep_time = _losses(cal, wl, sched, ra_job, rng)
     return History(
         window=window,
         cluster=cluster,
@@ -158,6 +136,64 @@ def realize(
         ep_attempt=ep_att,
         ep_time=ep_time,
     )
+
+
+def _csr_subset(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets of the chosen rows' placements packed together, and where each packed
+    placement comes from in the full placement arrays (rows start at ``starts``)."""
+    off = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=off[1:])
+    src = np.repeat(starts, counts) + (np.arange(int(off[-1])) - np.repeat(off[:-1], counts))
+    return off, src
+
+
+def _first_attempt_spans(
+    wl: JobPlan, ra_job: np.ndarray, ra_off: np.ndarray, pl_machine: np.ndarray
+) -> np.ndarray:
+    """Servers spanned by each job's first started attempt (0 if none started)."""
+    spans = np.zeros(wl.num_jobs, dtype=np.int64)
+    first = np.ones(len(ra_job), dtype=bool)
+    first[1:] = ra_job[1:] != ra_job[:-1]
+    for i in np.flatnonzero(first & (wl.gpus[ra_job] > 1)):
+        spans[ra_job[i]] = len(np.unique(pl_machine[ra_off[i] : ra_off[i + 1]]))
+    spans[ra_job[first & (wl.gpus[ra_job] == 1)]] = 1
+    return spans
+
+
+def _levels(
+    cal: Calibration,
+    wl: JobPlan,
+    ra_job: np.ndarray,
+    counts: np.ndarray,
+    spans: np.ndarray,
+    measurable: np.ndarray,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each job's mean GPU utilization level and each placed GPU's level around it."""
+    level = utillevels.job_levels(cal, wl.gpus, wl.status, spans, measurable, rng)
+    pl_job = np.repeat(ra_job, counts)
+    spread = float(cal.section("utilization", "noise")["gpu_spread"])
+    pl_att = np.repeat(np.arange(len(ra_job)), counts)
+    pl_level = utillevels.gpu_levels(level[pl_job], pl_att, spread, rng)
+    return level, pl_level
+
+
+def _losses(
+    cal: Calibration, wl: JobPlan, sched: Schedule, ra_job: np.ndarray, rng: np.random.Generator
+) -> tuple[loss.LossCurves, np.ndarray, np.ndarray]:
+    """Loss curves over each job's planned run time (all attempts, as planned), the attempt
+    finishing each epoch and the window second it finished (-1: never started)."""
+    # Run times as they happened (a scheduler may stretch spread-out attempts), as planned for
+    # attempts that never started.
+    dur = np.where(sched.att_start >= 0, sched.att_end - sched.att_start, wl.att_duration)
+    run_time = np.bincount(wl.att_job, weights=dur, minlength=wl.num_jobs)
+    ran = np.zeros(wl.num_jobs, dtype=bool)
+    ran[ra_job] = True
+    curves = loss.build_curves(cal, wl.status, np.where(ran, run_time, 0.0), rng)
+    ep_att, ep_off = loss.epoch_attempts(curves, wl.att_job, dur, wl.first_attempt)
+    ep_start = sched.att_start[ep_att]
+    ep_time = np.where(ep_start >= 0, ep_start + np.floor(ep_off), -1).astype(np.int64)
+    return curves, ep_att, ep_time
 
 
 def _app_ids(

@@ -63,7 +63,25 @@ def build_curves(
     planned = np.where(
         status == PASSED, epochs, np.ceil(np.maximum(epochs, 1) * rng.uniform(1.25, 3.0, n))
     ).astype(np.int32)
-    # Convergence epochs.
+    e_within, e_lowest = _convergence_epochs(conv, status, epochs, rng)
+    off, loss = _losses(cm, epochs, e_within, e_lowest, rng)
+    return LossCurves(
+        epochs=epochs,
+        planned=planned,
+        offsets=off,
+        loss=loss,
+        e_within=np.where(epochs > 0, e_within, 0).astype(np.int32),
+        e_lowest=np.where(epochs > 0, e_lowest, 0).astype(np.int32),
+        tau=tau,
+    )
+
+
+def _convergence_epochs(
+    conv: dict, status: np.ndarray, epochs: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per job, the (1-based) epoch its loss comes within 0.1% of its lowest, and the epoch
+    of its lowest loss (Figure 8's distributions)."""
+    n = len(status)
     u = rng.random(n)
     killed = status == KILLED
     x01 = np.where(
@@ -91,7 +109,19 @@ def build_curves(
     e_low_early = e_within + (rng.random(n) * span).astype(np.int32)
     e_lowest = np.where(not_last, np.minimum(e_low_early, e_max - 1), e_max).astype(np.int32)
     e_within = np.minimum(e_within, e_lowest)
-    # Curves.
+    return e_within, e_lowest
+
+
+def _losses(
+    cm: dict,
+    epochs: np.ndarray,
+    e_within: np.ndarray,
+    e_lowest: np.ndarray,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The curves' CSR offsets and per-epoch losses: falling log-linearly to the 0.1% band
+    at ``e_within``, wandering inside it after, lowest at ``e_lowest``."""
+    n = len(epochs)
     off = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(epochs, out=off[1:])
     total = int(off[-1])
@@ -110,15 +140,7 @@ def build_curves(
     g = np.where(e < e_within[job], 0.001 + g_pre, wander)
     g[e == e_lowest[job]] = 0.0
     loss = lmin[job] * (1.0 + g)
-    return LossCurves(
-        epochs=epochs,
-        planned=planned,
-        offsets=off,
-        loss=loss,
-        e_within=np.where(epochs > 0, e_within, 0).astype(np.int32),
-        e_lowest=np.where(epochs > 0, e_lowest, 0).astype(np.int32),
-        tau=tau,
-    )
+    return off, loss
 
 
 def epoch_attempts(

@@ -138,6 +138,7 @@ def _fmt(sm: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
+    """Print the real and synthesized summaries and write the figure (module docstring)."""
     from philly_analyze.synth.realfit import node_share
 
     truth, ref, fig = Path(argv[0]), Path(argv[1]), Path(argv[2])

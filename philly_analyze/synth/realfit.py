@@ -194,6 +194,7 @@ def _toml_value(v: Any) -> str:
 
 
 def main(argv: list[str]) -> int:
+    """Print the values derived from the reference files as TOML tables (argv: the folder)."""
     ref = Path(argv[0]) if argv else Path("../shared/reference/philly")
     for table, values in derive_all(ref).items():
         print(f"[{table}]")

@@ -79,24 +79,7 @@ def write_framework(
         oc = int(hist.ra_outcome[i])
         last_job_attempt = int(wl.att_idx[hist.ra[i]]) == int(wl.num_attempts[j]) - 1
         if oc == A_FAILED:
-            r = int(hist.ra_reason[i])
-            name = reasons[r].name
-            choices = examples.get(name)
-            if choices:
-                msg = choices[int(pick[i] * len(choices))]
-                if (
-                    fw != "cntk"
-                    and any(x in msg for x in _PY_ERRORS)
-                    and not msg.startswith("Traceback")
-                ):
-                    lines += [
-                        "Traceback (most recent call last):",
-                        '  File "train.py", line 212, in <module>',
-                        "    main(args)",
-                    ]
-                lines.append(msg)
-            else:
-                lines.append(NO_SIGNATURE_LINE)
+            lines += _failure_lines(fw, examples.get(reasons[int(hist.ra_reason[i])].name), pick[i])
         elif oc == A_PASSED and last_job_attempt:
             lines += _finish(
                 fw, end_stamps[i], float(c.loss[c.offsets[j + 1] - 1]) if c.epochs[j] else 0.0
@@ -108,6 +91,24 @@ def write_framework(
             f.write("\n".join(lines) + "\n")
         files.append(Path(path))
     return files
+
+
+def _failure_lines(fw: str, choices: list[str] | None, pick: float) -> list[str]:
+    """The last lines of a failed attempt: an example message of its failure reason (chosen
+    by ``pick`` in [0, 1)), under a Python traceback header where a Python framework would
+    print one; a line no signature matches when the reason has no example."""
+    if not choices:
+        return [NO_SIGNATURE_LINE]
+    msg = choices[int(pick * len(choices))]
+    lines: list[str] = []
+    if fw != "cntk" and any(x in msg for x in _PY_ERRORS) and not msg.startswith("Traceback"):
+        lines += [
+            "Traceback (most recent call last):",
+            '  File "train.py", line 212, in <module>',
+            "    main(args)",
+        ]
+    lines.append(msg)
+    return lines
 
 
 def _cntk_stamp(s: str) -> str:

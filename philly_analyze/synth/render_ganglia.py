@@ -97,6 +97,7 @@ class GangliaAccumulator:
         self.count = np.zeros((self.bins, self.machines), dtype=np.int32)
 
     def add(self, s: DaySums) -> None:
+        """Add one day's sums at its bins."""
         k = s.host.shape[0]
         self.host[s.b0 : s.b0 + k] += s.host
         self.gpu[s.b0 : s.b0 + k] += s.gpu

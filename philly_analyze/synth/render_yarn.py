@@ -48,6 +48,7 @@ def write_yarn(
     batch: list[tuple[int, str]] = []
 
     def flush() -> None:
+        """Write the batched lines, opening the next part when this one is full."""
         nonlocal f, in_file
         if not batch:
             return
@@ -80,6 +81,12 @@ def write_yarn(
     if not parts:
         parts.append(out / ".part0000")
         parts[-1].write_text("")
+    return _rotate(out, parts)
+
+
+def _rotate(out: Path, parts: list[Path]) -> list[Path]:
+    """Name the parts as a rolled log: the newest ``LOG_NAME``, the next two ``.1`` and ``.2``,
+    older ones gzipped (``mtime=0``, so the bytes do not depend on when they were written)."""
     files: list[Path] = []
     n = len(parts)
     for k, part in enumerate(parts):

@@ -24,13 +24,8 @@ import dataclasses
 import numpy as np
 
 from philly_analyze.synth.calibration import Calibration
-from philly_analyze.synth.workload import (
-    JobPlan,
-    attempt_class,
-    attempt_floors,
-    scaled,
-    solve_factors,
-)
+from philly_analyze.synth.runtimes import attempt_class, attempt_floors, scaled, solve_factors
+from philly_analyze.synth.workload import JobPlan
 
 
 def job_waiting(
@@ -75,6 +70,8 @@ def after_queueing(
     counted = complete & runs
 
     def done(dur: np.ndarray) -> np.ndarray:
+        """Per attempt: whether its job, with its waits and these run times, ends inside the
+        window."""
         run = np.bincount(wl.att_job, weights=dur * stretch, minlength=wl.num_jobs)
         return ((wl.submit + wait + run <= horizon) & counted)[wl.att_job]
 

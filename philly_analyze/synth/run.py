@@ -84,6 +84,7 @@ class SynthResult:
 
     @property
     def bytes_written(self) -> int:
+        """Size of every file written."""
         return sum(p.stat().st_size for ps in self.files.values() for p in ps)
 
 
@@ -91,14 +92,7 @@ def synthesize(out: Path, config: SynthConfig, progress: Progress | None = None)
     """Write one synthetic cluster history in ``config.formats`` under ``out``."""
     say = progress or (lambda _msg: None)
     t_start = time.perf_counter()
-    bad = [f for f in config.formats if f not in FORMATS]
-    if bad:
-        raise ValueError(f"unknown format(s) {bad}; choose from {', '.join(FORMATS)}")
-    if config.scheduler != POLICY:
-        raise ValueError(
-            f"unknown scheduler {config.scheduler!r}: the jobs are scheduled by the replay "
-            f"engine's {POLICY!r} policy (the built-in scheduler was removed)"
-        )
+    _check(config)
     cal = calibration.load()
     seeds = np.random.SeedSequence(config.seed).spawn(8)
     rngs = [np.random.default_rng(s) for s in seeds]
@@ -132,18 +126,7 @@ def synthesize(out: Path, config: SynthConfig, progress: Progress | None = None)
         res.files["philly"] = [out / f for f in render_philly.FILES]
     elif jobs_only:
         res.files["philly"] = [out / f for f in render_philly.FILES[:2]]
-    if "yarn" in config.formats:
-        from philly_analyze.synth import render_yarn
-
-        say("writing YARN ResourceManager logs")
-        res.files["yarn"] = render_yarn.write_yarn(out / "yarn", cal, hist, clock, rngs[6])
-    if "framework" in config.formats:
-        from philly_analyze.synth import render_framework
-
-        say("writing framework logs")
-        res.files["framework"] = render_framework.write_framework(
-            out / "framework", cal, hist, clock, rngs[7]
-        )
+    res.files.update(_write_logs(out, cal, hist, clock, config, rngs, say))
     res.summary = summarize(cal, hist, config, config.scheduler, step)
     manifest = out / "ground_truth" / "manifest.json"
     manifest.write_text(json.dumps(res.summary, indent=2, sort_keys=True) + "\n")
@@ -154,6 +137,45 @@ def synthesize(out: Path, config: SynthConfig, progress: Progress | None = None)
     res.files["ground_truth"].append(quotas)
     res.seconds = time.perf_counter() - t_start
     return res
+
+
+def _check(config: SynthConfig) -> None:
+    """``ValueError`` for an unknown format or scheduler."""
+    bad = [f for f in config.formats if f not in FORMATS]
+    if bad:
+        raise ValueError(f"unknown format(s) {bad}; choose from {', '.join(FORMATS)}")
+    if config.scheduler != POLICY:
+        raise ValueError(
+            f"unknown scheduler {config.scheduler!r}: the jobs are scheduled by the replay "
+            f"engine's {POLICY!r} policy (the built-in scheduler was removed)"
+        )
+
+
+def _write_logs(
+    out: Path,
+    cal: calibration.Calibration,
+    hist: history.History,
+    clock: Clock,
+    config: SynthConfig,
+    rngs: list[np.random.Generator],
+    say: Progress,
+) -> dict[str, list[Path]]:
+    """The YARN RM logs and the framework logs, if asked for (each with its own generator,
+    so adding one format does not change the bytes of another)."""
+    files: dict[str, list[Path]] = {}
+    if "yarn" in config.formats:
+        from philly_analyze.synth import render_yarn
+
+        say("writing YARN ResourceManager logs")
+        files["yarn"] = render_yarn.write_yarn(out / "yarn", cal, hist, clock, rngs[6])
+    if "framework" in config.formats:
+        from philly_analyze.synth import render_framework
+
+        say("writing framework logs")
+        files["framework"] = render_framework.write_framework(
+            out / "framework", cal, hist, clock, rngs[7]
+        )
+    return files
 
 
 def plan_and_schedule(

@@ -246,6 +246,7 @@ def split_causes(
     att_gpus = wl.gpus[wl.att_job].astype(np.int64)
 
     def usage(v: Hashable) -> np.ndarray:
+        """GPUs VC ``v`` holds at each step (its held attempts' starts and ends)."""
         sel = (att_vc == v) & held
         ended = sel & (att_end >= 0)
         d = np.r_[att_gpus[sel], -att_gpus[ended]]

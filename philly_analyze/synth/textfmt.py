@@ -33,6 +33,8 @@ class Lut:
     lens: np.ndarray  # int8 (n,)
 
     def take(self, idx: np.ndarray) -> Block:
+        """The strings at ``idx`` as a block of rows (with a mask of their characters unless
+        every string fills the width)."""
         w = self.data.shape[1]
         # Gather whole rows as opaque records (much faster than a 2-D uint8 gather).
         flat = np.asarray(idx).ravel()

@@ -41,6 +41,34 @@ def job_levels(
     ut = cal.section("utilization")
     loc = cal.section("utilization", "locality")
     n = len(gpus)
+    cell_size, target = _cell_targets(ut, gpus, status, measurable)
+    mean = target[cell_size, np.clip(status, 0, 2)].copy()
+    kappa = np.full(n, float(ut["default_concentration"]))
+    is16 = gpus == 16
+    if is16.any():
+        _locality(loc, status, spans, measurable, is16, mean, kappa)
+    m = np.clip(mean / 100.0, 0.01, 0.99)
+    level = 100.0 * rng.beta(m * kappa, (1 - m) * kappa)
+    level = np.clip(level, LO, HI)
+    # Rescale each cell (size group x status; 16-GPU jobs also by servers spanned) so its
+    # measurable jobs average the cell's target exactly.
+    group = cell_size * 1000 + np.where(is16, np.minimum(spans, 999), 0)
+    for c in np.unique(group):
+        for st in range(3):
+            sel = (group == c) & (status == st)
+            meas = sel & measurable
+            if meas.any():
+                level[sel] = _rescale(level[sel], meas[sel], mean[meas].mean())
+    return level
+
+
+def _cell_targets(
+    ut: dict, gpus: np.ndarray, status: np.ndarray, measurable: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each job's Table 3 size cell (``len(sizes)``: a size the table does not list) and the
+    target mean per (cell, status); the unlisted sizes' target makes each status's mean over
+    all measurable jobs the table's ``all`` row."""
+    n = len(gpus)
     sizes = [int(s) for s in ut["sizes"]]
     t3 = np.array([ut[k] for k in _STATUS_KEYS], dtype=float).T  # (sizes, 3)
     all_row = np.array([ut[f"all_{k}"] for k in _STATUS_KEYS], dtype=float)
@@ -59,39 +87,37 @@ def job_levels(
             target[len(sizes), st] = np.clip(total / other.sum(), 5.0, 95.0)
         else:
             target[len(sizes), st] = all_row[st]
-    mean = target[cell_size, np.clip(status, 0, 2)].copy()
-    kappa = np.full(n, float(ut["default_concentration"]))
-    is16 = gpus == 16
-    if is16.any():
-        servers = np.asarray(loc["servers"], dtype=float)
-        m5 = np.asarray(loc["mean"], dtype=float)
-        k5 = np.array(
-            [
-                util_beta_concentration(m / 100, p / 100)
-                for m, p in zip(loc["mean"], loc["p90"], strict=True)
-            ]
-        )
-        x = np.log2(np.maximum(spans[is16], 1))
-        factor = np.interp(x, np.log2(servers), m5)
-        for st in range(3):
-            sel = status[is16] == st
-            meas = sel & measurable[is16]
-            ref = factor[meas].mean() if meas.any() else factor[sel].mean() if sel.any() else 1.0
-            mean[np.flatnonzero(is16)[sel]] *= factor[sel] / ref
-        kappa[is16] = np.interp(x, np.log2(servers), k5)
-    m = np.clip(mean / 100.0, 0.01, 0.99)
-    level = 100.0 * rng.beta(m * kappa, (1 - m) * kappa)
-    level = np.clip(level, LO, HI)
-    # Rescale each cell (size group x status; 16-GPU jobs also by servers spanned) so its
-    # measurable jobs average the cell's target exactly.
-    group = cell_size * 1000 + np.where(is16, np.minimum(spans, 999), 0)
-    for c in np.unique(group):
-        for st in range(3):
-            sel = (group == c) & (status == st)
-            meas = sel & measurable
-            if meas.any():
-                level[sel] = _rescale(level[sel], meas[sel], mean[meas].mean())
-    return level
+    return cell_size, target
+
+
+def _locality(
+    loc: dict,
+    status: np.ndarray,
+    spans: np.ndarray,
+    measurable: np.ndarray,
+    is16: np.ndarray,
+    mean: np.ndarray,
+    kappa: np.ndarray,
+) -> None:
+    """Table 5 on 16-GPU jobs (in place): scale their means by the servers they span, divided
+    by the mean factor of the status's measurable 16-GPU jobs (so the status keeps its Table 3
+    mean), and take the beta concentration of their server count."""
+    servers = np.asarray(loc["servers"], dtype=float)
+    m5 = np.asarray(loc["mean"], dtype=float)
+    k5 = np.array(
+        [
+            util_beta_concentration(m / 100, p / 100)
+            for m, p in zip(loc["mean"], loc["p90"], strict=True)
+        ]
+    )
+    x = np.log2(np.maximum(spans[is16], 1))
+    factor = np.interp(x, np.log2(servers), m5)
+    for st in range(3):
+        sel = status[is16] == st
+        meas = sel & measurable[is16]
+        ref = factor[meas].mean() if meas.any() else factor[sel].mean() if sel.any() else 1.0
+        mean[np.flatnonzero(is16)[sel]] *= factor[sel] / ref
+    kappa[is16] = np.interp(x, np.log2(servers), k5)
 
 
 def _rescale(level: np.ndarray, meas: np.ndarray, goal: float) -> np.ndarray:

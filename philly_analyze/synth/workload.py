@@ -20,7 +20,6 @@ of ``--start`` in the cluster's zone). The model (see ``calibration``):
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,10 +36,18 @@ from philly_analyze.synth.calibration import (
 )
 from philly_analyze.synth.cluster import SynthCluster
 
-PASSED, KILLED, UNSUCCESSFUL = 0, 1, 2
-#: Attempt outcomes (codes): the job statuses' last attempts, plus failed.
-A_PASSED, A_KILLED, A_FAILED = 0, 1, 2
-FRAMEWORKS = ("cntk", "tensorflow", "pytorch")
+# The codes live in synth.codes (so synth.runtimes can use them without an import cycle);
+# they are imported here too because most of synth takes them from this module.
+from philly_analyze.synth.codes import (
+    A_FAILED,
+    A_KILLED,
+    A_PASSED,
+    FRAMEWORKS,
+    KILLED,
+    PASSED,
+    UNSUCCESSFUL,
+)
+from philly_analyze.synth.runtimes import scale_durations, vc_factors
 
 
 @dataclass(frozen=True)
@@ -92,7 +99,7 @@ class JobPlan:
     user_names: tuple[str, ...]
     #: Nodes per VC (its guaranteed share of the cluster: quotas are proportional to them).
     vc_nodes: np.ndarray
-    #: Scale factors solved in ``_scale_durations`` (for the manifest).
+    #: Scale factors solved in ``runtimes.scale_durations`` (for the manifest).
     scales: dict[str, float]
     #: The first ``carried`` jobs were submitted before the window and still running at its
     #: start (submit 0; only their remaining run is synthesized).
@@ -155,56 +162,20 @@ def _jobs(
     submit, vc, user, gpus = arr.submit, arr.vc, arr.user, arr.gpus
     vc_names, user_names = arr.vc_names, arr.user_names
     num_jobs = len(submit)
-
-    size_index = np.searchsorted(cal.sizes, gpus)
-    cum = np.cumsum(cal.status_probs[size_index], axis=1)
-    status = (rng.random(num_jobs)[:, None] > cum).sum(axis=1).clip(0, 2).astype(np.int8)
-    n_fail = _failure_counts(cal, gpus, status, rng)
-    n_att = np.where(status == UNSUCCESSFUL, n_fail, n_fail + 1).astype(np.int32)
-    first_att = np.concatenate([[0], np.cumsum(n_att)[:-1]]).astype(np.int64)
-    total = int(n_att.sum())
-    att_job = np.repeat(np.arange(num_jobs), n_att)
-    att_idx = (np.arange(total) - first_att[att_job]).astype(np.int32)
-    is_last = att_idx == n_att[att_job] - 1
-    outcome = np.full(total, A_FAILED, dtype=np.int8)
-    st_last = status[att_job[is_last]]
-    outcome[is_last] = np.where(
-        st_last == PASSED, A_PASSED, np.where(st_last == KILLED, A_KILLED, A_FAILED)
-    )
+    # The order of the random draws below is part of the seed's meaning: the same seed gives
+    # the same history only if statuses, attempts, durations and extras are drawn in turn.
+    status, n_att, first_att, att_job, att_idx, outcome, reason = _attempts(cal, gpus, rng)
     failed = outcome == A_FAILED
-    reason = np.full(total, -1, dtype=np.int16)
-    reason[failed] = _reasons(cal, gpus[att_job[failed]], att_idx[failed], rng)
-    # Raw durations: runtime to failure for failed attempts, Pollux shape for final ones.
-    raw = np.empty(total)
-    z = rng.standard_normal(total)
-    for r, rs in enumerate(cal.reasons):
-        sel = reason == r
-        if sel.any():
-            raw[sel] = rtf_seconds(rs, z[sel])
     fin = ~failed
-    raw[fin] = duration_quantile(
-        cal, bucket_of(gpus[att_job[fin]], FIG9_BUCKETS), rng.random(int(fin.sum()))
-    )
+    raw = _raw_durations(cal, gpus, att_job, reason, fin, rng)
     canc = wl["cancel"]
     held = rng.random(num_jobs) < canc["withdrawn_share"]
-    raw[fin] *= _vc_factors(cal, raw, att_job, gpus, vc, fin, ~held)[vc[att_job[fin]]]
-    duration, scales = _scale_durations(
+    raw[fin] *= vc_factors(cal, raw, att_job, gpus, vc, fin, ~held)[vc[att_job[fin]]]
+    duration, scales = scale_durations(
         cal, cluster, span, cap, raw, att_job, outcome, gpus, status, submit, ~held, lead
     )
-    # The draws of the user-patience model of the retired built-in scheduler (issue 15), made
-    # and dropped so that a seed still gives the same history.
-    rng.random(num_jobs)
-    rng.standard_normal(num_jobs)
-    hold = np.exp(np.log(canc["withdraw_median_minutes"] * 60) + rng.standard_normal(num_jobs))
-    withdraw = np.where(held, np.maximum(hold, 5).astype(np.int64), -1)
+    withdraw, startup, framework = _job_extras(cal, held, rng)
     status = np.where(held, KILLED, status).astype(np.int8)
-    su = wl["startup"]
-    startup = np.round(
-        su["median_seconds"] * np.exp(su["sigma"] * rng.standard_normal(num_jobs))
-    ).astype(np.int64)
-    fw = cal.section("frameworks")["shares"]
-    fw_p = np.array([fw[f] for f in FRAMEWORKS], dtype=float)
-    framework = rng.choice(len(FRAMEWORKS), size=num_jobs, p=fw_p / fw_p.sum()).astype(np.int8)
     return JobPlan(
         submit=submit.astype(np.int64),
         vc=vc,
@@ -228,6 +199,80 @@ def _jobs(
     )
 
 
+def _attempts(
+    cal: Calibration, gpus: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each job's status and attempts: (status, attempts per job, first attempt of each job,
+    job of each attempt, index within its job, outcome, Table 7 reason or -1)."""
+    num_jobs = len(gpus)
+    size_index = np.searchsorted(cal.sizes, gpus)
+    cum = np.cumsum(cal.status_probs[size_index], axis=1)
+    status = (rng.random(num_jobs)[:, None] > cum).sum(axis=1).clip(0, 2).astype(np.int8)
+    n_fail = _failure_counts(cal, gpus, status, rng)
+    # Unsuccessful jobs fail every attempt; the others add a last, passed or killed, attempt.
+    n_att = np.where(status == UNSUCCESSFUL, n_fail, n_fail + 1).astype(np.int32)
+    first_att = np.concatenate([[0], np.cumsum(n_att)[:-1]]).astype(np.int64)
+    total = int(n_att.sum())
+    att_job = np.repeat(np.arange(num_jobs), n_att)
+    att_idx = (np.arange(total) - first_att[att_job]).astype(np.int32)
+    is_last = att_idx == n_att[att_job] - 1
+    outcome = np.full(total, A_FAILED, dtype=np.int8)
+    st_last = status[att_job[is_last]]
+    outcome[is_last] = np.where(
+        st_last == PASSED, A_PASSED, np.where(st_last == KILLED, A_KILLED, A_FAILED)
+    )
+    failed = outcome == A_FAILED
+    reason = np.full(total, -1, dtype=np.int16)
+    reason[failed] = _reasons(cal, gpus[att_job[failed]], att_idx[failed], rng)
+    return status, n_att, first_att, att_job, att_idx, outcome, reason
+
+
+def _raw_durations(
+    cal: Calibration,
+    gpus: np.ndarray,
+    att_job: np.ndarray,
+    reason: np.ndarray,
+    fin: np.ndarray,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Raw durations: runtime to failure for failed attempts, Pollux shape for final ones
+    (``fin``), before the per-VC and load scale factors."""
+    total = len(att_job)
+    raw = np.empty(total)
+    z = rng.standard_normal(total)
+    for r, rs in enumerate(cal.reasons):
+        sel = reason == r
+        if sel.any():
+            raw[sel] = rtf_seconds(rs, z[sel])
+    raw[fin] = duration_quantile(
+        cal, bucket_of(gpus[att_job[fin]], FIG9_BUCKETS), rng.random(int(fin.sum()))
+    )
+    return raw
+
+
+def _job_extras(
+    cal: Calibration, held: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per job: when a held job is withdrawn (-1: never), its startup latency, its framework."""
+    num_jobs = len(held)
+    wl = cal.section("workload")
+    canc = wl["cancel"]
+    # The draws of the user-patience model of the retired built-in scheduler (issue 15), made
+    # and dropped so that a seed still gives the same history.
+    rng.random(num_jobs)
+    rng.standard_normal(num_jobs)
+    hold = np.exp(np.log(canc["withdraw_median_minutes"] * 60) + rng.standard_normal(num_jobs))
+    withdraw = np.where(held, np.maximum(hold, 5).astype(np.int64), -1)
+    su = wl["startup"]
+    startup = np.round(
+        su["median_seconds"] * np.exp(su["sigma"] * rng.standard_normal(num_jobs))
+    ).astype(np.int64)
+    fw = cal.section("frameworks")["shares"]
+    fw_p = np.array([fw[f] for f in FRAMEWORKS], dtype=float)
+    framework = rng.choice(len(FRAMEWORKS), size=num_jobs, p=fw_p / fw_p.sum()).astype(np.int8)
+    return withdraw, startup, framework
+
+
 def _carry_over(
     cal: Calibration, full: JobPlan, lead: int, num_jobs: int, rng: np.random.Generator
 ) -> JobPlan:
@@ -240,16 +285,8 @@ def _carry_over(
         return full
     sub = full.submit
     dur = full.att_duration
-    cum = np.cumsum(dur)
-    before = cum[full.first_attempt] - dur[full.first_attempt]
-    end = sub[full.att_job] + cum - before[full.att_job]
     in_lead = sub < lead
-    running = in_lead[full.att_job] & (end > lead) & (full.withdraw[full.att_job] < 0)
-    carried = np.unique(full.att_job[running])
-    # Small runs: at most a quarter of the jobs are carried over (the longest-running kept).
-    room = num_jobs // 4
-    if len(carried) > room:
-        carried = np.sort(carried[np.argsort(-end[full.first_attempt[carried]])][:room])
+    running, end, carried = _running_at_window_start(full, lead, num_jobs)
     main = np.flatnonzero(~in_lead)
     main = np.sort(rng.choice(main, size=num_jobs - len(carried), replace=False))
     jobs = np.concatenate([carried, main])
@@ -291,6 +328,26 @@ def _carry_over(
     )
 
 
+def _running_at_window_start(
+    full: JobPlan, lead: int, num_jobs: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(attempts of lead-in jobs running at the window's start, each attempt's end, the jobs
+    carried over), with attempts back to back from each job's submission."""
+    sub = full.submit
+    dur = full.att_duration
+    cum = np.cumsum(dur)
+    before = cum[full.first_attempt] - dur[full.first_attempt]
+    end = sub[full.att_job] + cum - before[full.att_job]
+    in_lead = sub < lead
+    running = in_lead[full.att_job] & (end > lead) & (full.withdraw[full.att_job] < 0)
+    carried = np.unique(full.att_job[running])
+    # Small runs: at most a quarter of the jobs are carried over (the longest-running kept).
+    room = num_jobs // 4
+    if len(carried) > room:
+        carried = np.sort(carried[np.argsort(-end[full.first_attempt[carried]])][:room])
+    return running, end, carried
+
+
 def _failure_counts(
     cal: Calibration, gpus: np.ndarray, status: np.ndarray, rng: np.random.Generator
 ) -> np.ndarray:
@@ -329,146 +386,3 @@ def _reasons(
         fresh = np.minimum((u[sel, None] > cfresh[d[sel]]).sum(axis=1), r_n - 1)
         out[sel] = np.where(keep[sel] < cal.reason_repeat[prev], prev, fresh)
     return out
-
-
-def _vc_factors(
-    cal: Calibration,
-    raw: np.ndarray,
-    att_job: np.ndarray,
-    gpus: np.ndarray,
-    vc: np.ndarray,
-    fin: np.ndarray,
-    runs: np.ndarray,
-) -> np.ndarray:
-    """Per VC, the factor on final run times that gives each VC its share of the GPU time
-    (``[workload.vcs] gpu_time_shares``; failed attempts keep Table 7's runtimes). A few
-    fixed-point steps; factors kept within ``factor_bounds`` so a VC of a handful of jobs in a
-    small run cannot take extreme run times."""
-    vcs = cal.section("workload", "vcs")
-    target = np.asarray(vcs["gpu_time_shares"], dtype=float)
-    f_lo, f_hi = (float(x) for x in vcs["factor_bounds"])
-    n_vc = len(target)
-    live = runs[att_job]
-    gt = gpus[att_job] * raw * live
-    avc = vc[att_job]
-    f = np.ones(n_vc)
-    for _ in range(int(vcs["factor_iterations"])):
-        with_f = np.where(fin, gt * f[avc], gt)
-        have = np.bincount(avc, weights=with_f, minlength=n_vc)
-        present = have > 0
-        share = have / have.sum()
-        want = target * present / (target * present).sum()
-        f = np.where(present, np.clip(f * want / np.maximum(share, 1e-12), f_lo, f_hi), 1.0)
-    return f
-
-
-def _scale_durations(
-    cal: Calibration,
-    cluster: SynthCluster,
-    seconds: int,
-    cap: float,
-    raw: np.ndarray,
-    att_job: np.ndarray,
-    outcome: np.ndarray,
-    gpus: np.ndarray,
-    status: np.ndarray,
-    submit: np.ndarray,
-    runs: np.ndarray,
-    window_from: int = 0,
-) -> tuple[np.ndarray, dict[str, float]]:
-    """Scale raw run times so the offered GPU time is the target load and Table 6's GPU-time
-    shares hold among the jobs that will finish inside the window.
-
-    Three factors: passed final attempts, killed final attempts, failed attempts (all jobs).
-    Jobs that cannot finish in the window (their run time from submission passes its end) are
-    left out of the shares, as an analysis of the output must leave them out (long killed jobs
-    would otherwise be under-represented); so are the lead-in's jobs (submitted before
-    ``window_from``: only the few still running at the window's start are kept, cut). Finishes
-    are estimated without queueing here: ``rescale.after_queueing`` corrects the factors on the
-    scheduled finishes. ``runs`` masks the jobs that will be scheduled at all."""
-    load = cal.section("workload", "load")["offered_load"]
-    target = load * cluster.total_gpus * seconds
-    live = runs[att_job]
-    n = gpus[att_job].astype(float) * live
-    counted = (submit >= window_from) & runs
-
-    def done(dur: np.ndarray) -> np.ndarray:
-        finish = submit + np.bincount(att_job, weights=dur, minlength=len(submit))
-        return ((finish <= seconds) & counted)[att_job]
-
-    f = solve_factors(
-        cal,
-        raw,
-        attempt_class(outcome),
-        attempt_floors(cal, outcome),
-        cap,
-        n,
-        status[att_job],
-        done,
-        target,
-    )
-    dur = scaled(raw, f, attempt_class(outcome), attempt_floors(cal, outcome), cap)
-    scales = {"passed_final": float(f[0]), "killed_final": float(f[1]), "failed": float(f[2])}
-    return np.round(dur).astype(np.int64), scales
-
-
-def attempt_class(outcome: np.ndarray) -> np.ndarray:
-    """Scale class of each attempt: 0 passed final, 1 killed final, 2 failed."""
-    return np.where(outcome == A_FAILED, 2, outcome).astype(np.int64)
-
-
-def attempt_floors(cal: Calibration, outcome: np.ndarray) -> np.ndarray:
-    """Shortest run time of each attempt: a final attempt's, or a failed one's."""
-    floor_fin = float(cal.section("workload", "durations")["min_seconds"])
-    floor_fail = float(cal.section("failures")["min_seconds"])
-    return np.where(outcome == A_FAILED, floor_fail, floor_fin)
-
-
-def scaled(
-    base: np.ndarray, f: np.ndarray, cls: np.ndarray, floors: np.ndarray, cap: float
-) -> np.ndarray:
-    """Run times ``base`` times their class's factor, within [floor, cap]."""
-    return np.clip(base * f[cls], floors, cap)
-
-
-def solve_factors(
-    cal: Calibration,
-    base: np.ndarray,
-    cls: np.ndarray,
-    floors: np.ndarray,
-    cap: float,
-    weight: np.ndarray,
-    att_status: np.ndarray,
-    done: Callable[[np.ndarray], np.ndarray],
-    total: float,
-    stretch: np.ndarray | None = None,
-) -> np.ndarray:
-    """The three class factors (``attempt_class``) on run times ``base`` that make the GPU
-    time ``weight`` x run time sum to ``total`` and Table 6's GPU-time shares hold over the
-    attempts ``done(run times)`` counts (``stretch``: how much longer each attempt runs than
-    planned, for the shares; 1 when absent). Damped fixed-point iteration, with the damping and
-    the bounds on the factors' ratios of the data file's ``[workload.durations.solver]``."""
-    share = cal.section("status", "gpu_time_pct")
-    s = np.array([share["passed"], share["killed"], share["unsuccessful"]]) / 100.0
-    s /= s.sum()
-    sv = cal.section("workload", "durations", "solver")
-    lo = np.array([1.0, sv["killed_ratio"][0], sv["failed_ratio"][0]])
-    hi = np.array([1.0, sv["killed_ratio"][1], sv["failed_ratio"][1]])
-    st = np.ones(len(base)) if stretch is None else stretch
-    f = np.ones(3)
-    for _ in range(int(sv["iterations"])):
-        f *= total / max((weight * scaled(base, f, cls, floors, cap)).sum(), 1e-9)
-        dur = scaled(base, f, cls, floors, cap)
-        sel = done(dur)
-        by_status = np.bincount(att_status[sel], weights=(weight * dur * st)[sel], minlength=3)
-        if (by_status <= 0).any():
-            break
-        adj = (s / (by_status / by_status.sum())) ** float(sv["damping"])
-        f *= adj
-        # Small windows cannot always meet the shares: keep the factors within plausible
-        # ratios of the passed jobs' factor rather than degenerate.
-        f[1:] = np.clip(f[1:], lo[1:] * f[0], hi[1:] * f[0])
-        if np.abs(adj - 1).max() < float(sv["tolerance"]):
-            break
-    f *= total / max((weight * scaled(base, f, cls, floors, cap)).sum(), 1e-9)
-    return f
