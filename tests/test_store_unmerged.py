@@ -115,6 +115,9 @@ def test_one_ingest_reads_rows_directly_with_the_merged_rows(store_dir: Path) ->
     with Store(store_dir) as s:
         _commit(s, "philly_job_log", jobs=JOBS, attempts=_attempts(ATTEMPTS, "philly_job_log"))
         assert s._nothing_to_merge(s._files_by_table()) is not None
+        # The store's views are the direct ones (no pick of a status among sources).
+        sql = s.scalar("SELECT sql FROM duckdb_views() WHERE view_name = 'attempts'")
+        assert "arg_min(status" not in sql
         _same_rows(s)
         # The timings worked out by hand (docs/analyses.md): j2's only attempt may still run,
         # j3's first has no start, its last no end although the job was killed.
@@ -149,6 +152,8 @@ def test_a_job_listed_again_is_merged(store_dir: Path) -> None:
         yarn = _jobs(["j1"], ["killed"], "yarn_rm_log", vc=["queueB"])
         _commit(s, "yarn_rm_log", jobs=yarn, attempts=_attempts([ATTEMPTS[0]], "yarn_rm_log"))
         assert s._nothing_to_merge(s._files_by_table()) is None
+        sql = s.scalar("SELECT sql FROM duckdb_views() WHERE view_name = 'attempts'")
+        assert "arg_min(status" in sql  # the general merge
         general, fast = _bodies(s)
         assert _differ(s, general["jobs"], fast["jobs"]) > 0
         assert _differ(s, general["attempts"], fast["attempts"]) > 0
