@@ -970,14 +970,25 @@ def _canonical_views(
             f"FROM ({unmerged['jobs']})"
         )
     views["jobs"] = _jobs_view(merged, f"{public}attempts")
+    views["machines"] = _machines_view(ranked["machines"], raw, public)
+    for name, table in schemas.TABLES.items():
+        if name not in views and not table.physical_only:
+            views[name] = f"SELECT * FROM {raw}{name}_all"
+    return views
+
+
+def _machines_view(ranked: str, raw: str, public: str) -> str:
+    """The machines view: each machine's listed row (``ranked``: its ``_ranked_sql``), with
+    the GPUs placements and utilization show."""
+    prio = priority_case()
     # One whole row of the machine lists per machine (a total order over rows).
     row_key = f"({prio}, -_rank, source, listed_num_gpus, gpu_mem_gb, rack)"
-    views["machines"] = f"""
+    return f"""
         WITH listed AS (
             SELECT machine_id, arg_min(listed_num_gpus, k) AS listed_num_gpus,
                    arg_min(gpu_mem_gb, k) AS gpu_mem_gb, arg_min(rack, k) AS rack,
                    arg_min(source, k) AS source
-            FROM (SELECT *, {row_key} AS k FROM ({ranked["machines"]})) GROUP BY machine_id),
+            FROM (SELECT *, {row_key} AS k FROM ({ranked})) GROUP BY machine_id),
         placed AS (SELECT machine_id, max(gpu_idx) + 1 AS n FROM {public}placements
                    WHERE gpu_idx IS NOT NULL GROUP BY machine_id),
         util AS (SELECT machine_id, max(observed_num_gpus) AS n FROM {raw}machine_observations_all
@@ -991,10 +1002,6 @@ def _canonical_views(
                l.gpu_mem_gb, l.rack, coalesce(l.source, 'observed') AS source
         FROM ids LEFT JOIN listed l USING (machine_id) LEFT JOIN placed p USING (machine_id)
                  LEFT JOIN util u USING (machine_id)"""
-    for name, table in schemas.TABLES.items():
-        if name not in views and not table.physical_only:
-            views[name] = f"SELECT * FROM {raw}{name}_all"
-    return views
 
 
 def _attempts_view(ctes: str, rows: str, status: str) -> str:
