@@ -62,7 +62,7 @@ from philly_analyze.errors import StoreError, io_failure, one_line, unwritable
 STORE_VERSION = 1
 #: Bump when the SQL of the views changes: a store whose views were made by another version
 #: gets them rebuilt when opened (in the catalog; as temporary views when it cannot be written).
-VIEWS_VERSION = "5"
+VIEWS_VERSION = "6"
 #: Where the bookkeeping lives (``_files``, ``_meta``, ``<table>_all``).
 INTERNAL = schemas.INTERNAL_SCHEMA
 DEFAULT_STORE = "philly-store"
@@ -597,13 +597,36 @@ class Store:
         for name, table in schemas.TABLES.items():
             self.con.execute(f"{create} {raw}{name}_all AS {_union_sql(table, files[name])}")
         ranked = {t: _ranked_sql(schemas.TABLES[t], files[t], ranks) for t in MERGED_TABLES}
-        for name, body in _canonical_views(ranked, raw, public).items():
+        unmerged = self._nothing_to_merge(files)
+        for name, body in _canonical_views(ranked, raw, public, unmerged).items():
             self.con.execute(f"{create} {public}{name} AS {body}")
         if not temporary:
             for key, value in (("root", str(self.path)), ("views", VIEWS_VERSION)):
                 self.con.execute(
                     f"INSERT OR REPLACE INTO {INTERNAL}._meta VALUES (?, ?)", [key, value]
                 )
+
+    def _nothing_to_merge(self, files: dict[str, list[_File]]) -> dict[str, str] | None:
+        """The raw rows of jobs and attempts (``_union_sql``) when their views have nothing
+        to merge: no job listed twice, and every attempt of one source in one batch (a store
+        of one ingest of one format, a replay's output). Else None. Checked when the views
+        are built (files change only then): a scan of the job ids, a fraction of a second at
+        a million jobs, where merging took seconds at every read."""
+        jobs, attempts = files["jobs"], files["attempts"]
+        if len({f.batch for f in attempts}) > 1:
+            return None
+        sql = {
+            "jobs": _union_sql(schemas.JOBS, jobs),
+            "attempts": _union_sql(schemas.ATTEMPTS, attempts),
+        }
+        one_source = self.con.execute(
+            "SELECT count(source) = count(*) AND coalesce(min(source) = max(source), true) "
+            f"FROM ({sql['attempts']})"
+        ).fetchall()[0][0]
+        listed_once = self.con.execute(
+            f"SELECT count(DISTINCT job_id) = count(*) FROM ({sql['jobs']})"
+        ).fetchall()[0][0]
+        return sql if one_source and listed_once else None
 
     # ------------------------------------------------------------------ reading
     def sql(self, query: str, params: Sequence[Any] | None = None) -> duckdb.DuckDBPyRelation:
@@ -887,7 +910,10 @@ def _ranked_sql(table: schemas.Table, files: Sequence[_File], ranks: dict[str, i
 
 
 def _canonical_views(
-    ranked: dict[str, str], raw: str = f"{INTERNAL}.", public: str = "main."
+    ranked: dict[str, str],
+    raw: str = f"{INTERNAL}.",
+    public: str = "main.",
+    unmerged: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """Bodies of the canonical views that merge sources. ``ranked``: the ``_ranked_sql`` of
     each of ``MERGED_TABLES``; ``raw`` and ``public`` qualify the names of the ``<table>_all``
@@ -895,32 +921,32 @@ def _canonical_views(
 
     Every pick has a total order, so the same store always gives the same answer: the
     source's priority (``schemas.SOURCE_PRIORITY``), then the later batch (a list ingested
-    after another wins), then the source name, then the value itself."""
+    after another wins), then the source name, then the value itself.
+
+    ``unmerged``: the raw rows (``_union_sql``) of ``jobs`` and ``attempts`` when there is
+    nothing to merge (``_nothing_to_merge``): every job listed once, every attempt of one
+    source and one batch. The picks then return each row as it is, so the jobs and attempts
+    views read the rows directly (the same rows; seconds less per read at a million jobs)."""
     prio = priority_case()
     views: dict[str, str] = {}
-    att_cols = ", ".join(f"a.{c.name}" for c in schemas.ATTEMPTS.physical_columns)
     # The batch whose attempts a job takes: its most preferred source, latest batch.
     best = f"""best AS (
             SELECT job_id, arg_min(source, k) AS source, arg_min(_rank, k) AS _rank
             FROM (SELECT job_id, source, _rank, ({prio}, -_rank, source) AS k FROM att_r)
             GROUP BY job_id)"""
-    # An attempt's timing (docs/analyses.md, "Attempts without an end"): only the last
-    # attempt of a job without a final status can still be running; any other attempt
-    # without an end ended at a time the data does not give.
-    views["attempts"] = f"""
-        WITH att_r AS ({ranked["attempts"]}), {best},
-        status AS (
-            SELECT job_id, arg_min(status, ({prio}, -_rank, source, status)) AS status
-            FROM ({ranked["jobs"]}) WHERE status IS NOT NULL GROUP BY job_id),
-        a AS (
-            SELECT a.*, max(a.attempt_idx) OVER (PARTITION BY a.job_id) AS _last
-            FROM att_r a JOIN best USING (job_id, source, _rank))
-        SELECT {att_cols},
-               CASE WHEN a.start_time IS NULL THEN 'start_unknown'
-                    WHEN a.end_time IS NOT NULL THEN 'ended'
-                    WHEN a.attempt_idx = a._last AND s.status IS NULL THEN 'running'
-                    ELSE 'end_unknown' END AS timing
-        FROM a LEFT JOIN status s USING (job_id)"""
+    if unmerged is None:
+        views["attempts"] = _attempts_view(
+            f"att_r AS ({ranked['attempts']}), {best},",
+            "(SELECT att_r.* FROM att_r JOIN best USING (job_id, source, _rank))",
+            f"""SELECT job_id, arg_min(status, ({prio}, -_rank, source, status)) AS status
+                FROM ({ranked["jobs"]}) WHERE status IS NOT NULL GROUP BY job_id""",
+        )
+    else:  # every job listed once: its status as listed
+        views["attempts"] = _attempts_view(
+            "",
+            f"({unmerged['attempts']})",
+            f"SELECT job_id, status FROM ({unmerged['jobs']}) WHERE status IS NOT NULL",
+        )
     pl_cols = ", ".join(f"p.{c.name}" for c in schemas.PLACEMENTS.physical_columns)
     views["placements"] = f"""
         WITH att_r AS ({ranked["attempts"]}), {best}
@@ -931,16 +957,81 @@ def _canonical_views(
             f"arg_min({col}, (_p, -_rank, source, {col})) FILTER (WHERE {col} IS NOT NULL) AS {col}"
         )
 
-    views["jobs"] = f"""
-        WITH j AS (SELECT *, {prio} AS _p FROM ({ranked["jobs"]})),
-        merged AS (
+    if unmerged is None:
+        merged = f"""
             SELECT job_id, {pick("vc")}, {pick("user_id")}, {pick("status")},
                    {pick("submit_time")}, {pick("num_gpus")},
                    arg_min(flags, (_p, -_rank, source, flags::VARCHAR)) AS flags,
                    string_agg(DISTINCT source, ',' ORDER BY source) AS source
-            FROM j GROUP BY job_id),
+            FROM (SELECT *, {prio} AS _p FROM ({ranked["jobs"]})) GROUP BY job_id"""
+    else:
+        merged = (
+            "SELECT job_id, vc, user_id, status, submit_time, num_gpus, flags, source "
+            f"FROM ({unmerged['jobs']})"
+        )
+    views["jobs"] = _jobs_view(merged, f"{public}attempts")
+    views["machines"] = _machines_view(ranked["machines"], raw, public)
+    for name, table in schemas.TABLES.items():
+        if name not in views and not table.physical_only:
+            views[name] = f"SELECT * FROM {raw}{name}_all"
+    return views
+
+
+def _machines_view(ranked: str, raw: str, public: str) -> str:
+    """The machines view: each machine's listed row (``ranked``: its ``_ranked_sql``), with
+    the GPUs placements and utilization show."""
+    prio = priority_case()
+    # One whole row of the machine lists per machine (a total order over rows).
+    row_key = f"({prio}, -_rank, source, listed_num_gpus, gpu_mem_gb, rack)"
+    return f"""
+        WITH listed AS (
+            SELECT machine_id, arg_min(listed_num_gpus, k) AS listed_num_gpus,
+                   arg_min(gpu_mem_gb, k) AS gpu_mem_gb, arg_min(rack, k) AS rack,
+                   arg_min(source, k) AS source
+            FROM (SELECT *, {row_key} AS k FROM ({ranked})) GROUP BY machine_id),
+        placed AS (SELECT machine_id, max(gpu_idx) + 1 AS n FROM {public}placements
+                   WHERE gpu_idx IS NOT NULL GROUP BY machine_id),
+        util AS (SELECT machine_id, max(observed_num_gpus) AS n FROM {raw}machine_observations_all
+                 GROUP BY machine_id),
+        ids AS (SELECT machine_id FROM listed UNION SELECT machine_id FROM placed
+                UNION SELECT machine_id FROM util)
+        SELECT ids.machine_id,
+               coalesce(greatest(l.listed_num_gpus, p.n), u.n)::SMALLINT AS num_gpus,
+               l.listed_num_gpus::SMALLINT AS listed_num_gpus,
+               greatest(p.n, u.n)::SMALLINT AS observed_num_gpus,
+               l.gpu_mem_gb, l.rack, coalesce(l.source, 'observed') AS source
+        FROM ids LEFT JOIN listed l USING (machine_id) LEFT JOIN placed p USING (machine_id)
+                 LEFT JOIN util u USING (machine_id)"""
+
+
+def _attempts_view(ctes: str, rows: str, status: str) -> str:
+    """The attempts view: ``rows`` (a FROM item, after the CTEs ``ctes``): each job's attempts
+    of its chosen source; ``status``: each job's merged status where known (job_id, status).
+
+    An attempt's timing (docs/analyses.md, "Attempts without an end"): only the last attempt
+    of a job without a final status can still be running; any other attempt without an end
+    ended at a time the data does not give."""
+    att_cols = ", ".join(f"a.{c.name}" for c in schemas.ATTEMPTS.physical_columns)
+    return f"""
+        WITH {ctes} status AS ({status}),
+        a AS (SELECT a.*, max(a.attempt_idx) OVER (PARTITION BY a.job_id) AS _last
+              FROM {rows} a)
+        SELECT {att_cols},
+               CASE WHEN a.start_time IS NULL THEN 'start_unknown'
+                    WHEN a.end_time IS NOT NULL THEN 'ended'
+                    WHEN a.attempt_idx = a._last AND s.status IS NULL THEN 'running'
+                    ELSE 'end_unknown' END AS timing
+        FROM a LEFT JOIN status s USING (job_id)"""
+
+
+def _jobs_view(merged: str, attempts: str) -> str:
+    """The jobs view: ``merged`` one row per job (job_id, vc, user_id, status, submit_time,
+    num_gpus, flags, source), with what its attempts (``attempts``: the attempts view, a FROM
+    item) add."""
+    return f"""
+        WITH merged AS ({merged}),
         a AS (SELECT *, attempt_idx = max(attempt_idx) OVER (PARTITION BY job_id) AS is_last
-              FROM {public}attempts),
+              FROM {attempts}),
         agg AS (
             SELECT job_id, count(*)::INTEGER AS num_attempts,
                    min(start_time) AS first_start,
@@ -960,31 +1051,6 @@ def _canonical_views(
                CASE WHEN agg.job_id IS NULL THEN 0.0 ELSE agg.gpu_time_s END AS gpu_time_s,
                m.flags, m.source
         FROM merged m LEFT JOIN agg USING (job_id)"""
-    # One whole row of the machine lists per machine (a total order over rows).
-    row_key = f"({prio}, -_rank, source, listed_num_gpus, gpu_mem_gb, rack)"
-    views["machines"] = f"""
-        WITH listed AS (
-            SELECT machine_id, arg_min(listed_num_gpus, k) AS listed_num_gpus,
-                   arg_min(gpu_mem_gb, k) AS gpu_mem_gb, arg_min(rack, k) AS rack,
-                   arg_min(source, k) AS source
-            FROM (SELECT *, {row_key} AS k FROM ({ranked["machines"]})) GROUP BY machine_id),
-        placed AS (SELECT machine_id, max(gpu_idx) + 1 AS n FROM {public}placements
-                   WHERE gpu_idx IS NOT NULL GROUP BY machine_id),
-        util AS (SELECT machine_id, max(observed_num_gpus) AS n FROM {raw}machine_observations_all
-                 GROUP BY machine_id),
-        ids AS (SELECT machine_id FROM listed UNION SELECT machine_id FROM placed
-                UNION SELECT machine_id FROM util)
-        SELECT ids.machine_id,
-               coalesce(greatest(l.listed_num_gpus, p.n), u.n)::SMALLINT AS num_gpus,
-               l.listed_num_gpus::SMALLINT AS listed_num_gpus,
-               greatest(p.n, u.n)::SMALLINT AS observed_num_gpus,
-               l.gpu_mem_gb, l.rack, coalesce(l.source, 'observed') AS source
-        FROM ids LEFT JOIN listed l USING (machine_id) LEFT JOIN placed p USING (machine_id)
-                 LEFT JOIN util u USING (machine_id)"""
-    for name, table in schemas.TABLES.items():
-        if name not in views and not table.physical_only:
-            views[name] = f"SELECT * FROM {raw}{name}_all"
-    return views
 
 
 #: What a store directory holds (``Store``): removed by ``created_or_nothing`` when empty.

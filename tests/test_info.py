@@ -20,7 +20,7 @@ from tests.small_store import cli
 #: (checked with sha256sum).
 EXPECTED = """\
 store   <TMP>/store
-layout  store version 1, views version 5
+layout  store version 1, views version 6
 data    7 Parquet files, <SIZE>
 
 Tables (rows: as the analyses see them, sources merged; read: from every source; times UTC)

@@ -88,70 +88,144 @@ def build_result(
     notes: list[str],
 ) -> ReplayResult:
     """Turn an engine trace into tables and metrics (vectorised)."""
-    nrow = len(trace)
-    job, _, ready, start, end, servers, intrinsic = trace.columns()
-    # Output attempt index: rank of the row among its job's rows (rows are in start order).
-    order = np.lexsort((start, job))
-    sj = job[order]
-    first_of = np.r_[True, sj[1:] != sj[:-1]] if nrow else np.zeros(0, bool)
-    group_start = (
-        np.maximum.accumulate(np.where(first_of, np.arange(nrow), 0)) if nrow else first_of
-    )
-    att_idx = np.empty(nrow, np.int64)
-    att_idx[order] = np.arange(nrow) - group_start
+    rows = _Rows(trace)
     # Strings: made once, then taken by index in Arrow (not one Python object per row).
     ids = pa.array(wl.job_ids, pa.string())
-    gpus = wl.num_gpus[job]
-    outcome_codes = np.asarray(trace.outcome, dtype=np.int64)
-    unknown = len(schemas.ATTEMPT_OUTCOMES)
-    outcome_codes = np.where(outcome_codes < 0, unknown, outcome_codes)
-    if trace.preempted:
-        killed = schemas.ATTEMPT_OUTCOMES.index("killed")
-        outcome_codes[np.fromiter(trace.preempted, np.int64, len(trace.preempted))] = killed
-    outcome = pa.array([*schemas.ATTEMPT_OUTCOMES, None], pa.string()).take(outcome_codes)
-    attempts = schemas.conform(
+    gpus = wl.num_gpus[rows.job]
+    attempts = _attempts_table(rows, ids, gpus)
+    seg_row, seg_server, seg_gpus, pl_gpu = trace.segments()
+    placements = _placements_table(rows, ids, cluster, seg_row, seg_server, seg_gpus, pl_gpu)
+    jobs = _jobs_table(rows, trace, wl, ids)
+    # True waiting causes.
+    row_vc = wl.vc[rows.job] if quota_by_vc is not None else np.zeros(len(rows), np.int64)
+    qarr = np.asarray(quota_by_vc, dtype=np.int64) if quota_by_vc is not None else None
+    steps, s_idx, e_idx = cluster_steps(
+        cluster.gpus, cluster.rack, rows.start, rows.end, seg_row, seg_server, seg_gpus
+    )
+    split = waiting_causes(steps, rows.ready, rows.start, s_idx, e_idx, row_vc, gpus, qarr)
+    waiting = _waiting_table(split, ids, rows.job, rows.att_idx)
+    ran = rows.ran
+    metrics, per_vc = compute_metrics(
+        submit=wl.submit_us[ran],
+        first_start=rows.first_start,
+        last_end=rows.last_end,
+        run_vc=wl.vc[ran],
+        row_gpus=gpus,
+        row_start=rows.start,
+        row_end=rows.end,
+        row_intrinsic=rows.intrinsic,
+        wait_us=split.us,
+        total_gpus=cluster.total_gpus,
+        unscheduled=len(trace.unscheduled),
+        preemptions=trace.preemptions,
+        obs_start=wl.obs_start_us[ran],
+    )
+    return ReplayResult(
+        policy,
+        dict(params),
+        seed,
+        jobs,
+        attempts,
+        placements,
+        cluster.to_machines_table(),
+        waiting,
+        metrics,
+        _per_vc_table(per_vc, wl, quota_by_vc),
+        _quotas_by_name(wl, quota_by_vc),
+        list(notes),
+    )
+
+
+class _Rows:
+    """A trace's rows as arrays (``Trace.columns``), with each row's attempt index in the
+    output (its rank among its job's rows, which are in start order), its outcome code, and
+    per job that ran (``ran``, ascending): first start, last end and last row."""
+
+    def __init__(self, trace: Trace) -> None:
+        nrow = len(trace)
+        self.job, _, self.ready, self.start, self.end, self.servers, self.intrinsic = (
+            trace.columns()
+        )
+        order = np.lexsort((self.start, self.job))
+        sj = self.job[order]
+        first_of = np.r_[True, sj[1:] != sj[:-1]] if nrow else np.zeros(0, bool)
+        group_start = (
+            np.maximum.accumulate(np.where(first_of, np.arange(nrow), 0)) if nrow else first_of
+        )
+        self.att_idx = np.empty(nrow, np.int64)
+        self.att_idx[order] = np.arange(nrow) - group_start
+        codes = np.asarray(trace.outcome, dtype=np.int64)
+        codes = np.where(codes < 0, len(schemas.ATTEMPT_OUTCOMES), codes)
+        if trace.preempted:
+            killed = schemas.ATTEMPT_OUTCOMES.index("killed")
+            codes[np.fromiter(trace.preempted, np.int64, len(trace.preempted))] = killed
+        #: Outcome code per row: ``schemas.ATTEMPT_OUTCOMES`` index, its length = unknown.
+        self.outcome = codes
+        self.ran = sj[first_of] if nrow else np.zeros(0, np.int64)
+        gs = np.flatnonzero(first_of)
+        ge = np.r_[gs[1:], nrow] - 1 if nrow else gs
+        self.first_start = self.start[order][gs]
+        self.last_end = self.end[order][ge]
+        self.last_row = order[ge]
+
+    def __len__(self) -> int:
+        return len(self.job)
+
+
+def _attempts_table(rows: _Rows, ids: pa.Array, gpus: np.ndarray) -> pa.Table:
+    outcome = pa.array([*schemas.ATTEMPT_OUTCOMES, None], pa.string()).take(rows.outcome)
+    return schemas.conform(
         "attempts",
         {
-            "job_id": ids.take(job),
-            "attempt_idx": pa.array(att_idx, pa.int32()),
-            "start_time": _ts(start),
-            "end_time": _ts(end),
+            "job_id": ids.take(rows.job),
+            "attempt_idx": pa.array(rows.att_idx, pa.int32()),
+            "start_time": _ts(rows.start),
+            "end_time": _ts(rows.end),
             "num_gpus": pa.array(gpus, pa.int32()),
-            "num_machines": pa.array(servers, pa.int32()),
-            "duration_s": pa.array((end - start) / 1e6, pa.float64()),
+            "num_machines": pa.array(rows.servers, pa.int32()),
+            "duration_s": pa.array((rows.end - rows.start) / 1e6, pa.float64()),
             "outcome": outcome,
-            "source": _source(nrow),
+            "source": _source(len(rows)),
         },
     )
-    seg_row, seg_server, seg_gpus, pl_gpu = trace.segments()
+
+
+def _placements_table(
+    rows: _Rows,
+    ids: pa.Array,
+    cluster: Cluster,
+    seg_row: np.ndarray,
+    seg_server: np.ndarray,
+    seg_gpus: np.ndarray,
+    pl_gpu: np.ndarray,
+) -> pa.Table:
+    """One row per GPU of every placement segment."""
     pl_row = np.repeat(seg_row, seg_gpus)
     pl_machine = np.repeat(seg_server, seg_gpus)
-    placements = schemas.conform(
+    return schemas.conform(
         "placements",
         {
-            "job_id": ids.take(job[pl_row]),
-            "attempt_idx": pa.array(att_idx[pl_row], pa.int32()),
+            "job_id": ids.take(rows.job[pl_row]),
+            "attempt_idx": pa.array(rows.att_idx[pl_row], pa.int32()),
             "machine_id": pa.array(cluster.machine_ids, pa.string()).take(pl_machine),
             "gpu_idx": pa.array(pl_gpu, pa.int16()),
             "source": _source(len(pl_row)),
         },
     )
-    # Per job: first start / last end (rows sorted by job then start).
-    ran = sj[first_of] if nrow else np.zeros(0, np.int64)
-    gs = np.flatnonzero(first_of)
-    ge = np.r_[gs[1:], nrow] - 1 if nrow else gs
-    first_start = start[order][gs]
-    last_end = end[order][ge]
-    last_row = order[ge]
+
+
+def _jobs_table(rows: _Rows, trace: Trace, wl: Workload, ids: pa.Array) -> pa.Table:
+    """Every input job: its status from its last replayed attempt's outcome (the input's
+    when unknown; none when it never started), the input's flags and the replay's own."""
     status = np.array([None] * len(wl), dtype=object)
     if wl.status:
         status[:] = wl.status
     status_of = np.array(
         [STATUS_OF_OUTCOME.get(o) for o in [*schemas.ATTEMPT_OUTCOMES, None]], dtype=object
     )
-    last_status = status_of[outcome_codes[last_row]]
+    last_status = status_of[rows.outcome[rows.last_row]]
     keep = last_status != None  # noqa: E711 (elementwise)
-    status[ran[keep]] = last_status[keep]
+    status[rows.ran[keep]] = last_status[keep]
     # The input's flags (e.g. attempts_unknown of job-list jobs) and the replay's own.
     flags: list[list[str] | None] = [list(f) if f else None for f in wl.flags] or [None] * len(wl)
     for j in trace.unscheduled:
@@ -159,9 +233,9 @@ def build_result(
         status[j] = None
     for j in trace.truncated:
         flags[j] = [*(flags[j] or []), "max_retries"]
-    vc_names = np.array([*(n if n != NO_VC else None for n in wl.vc_names), None], dtype=object)
+    vc_names = _vc_names(wl)
     user_names = np.array([*wl.user_names, None], dtype=object)
-    jobs = schemas.conform(
+    return schemas.conform(
         "jobs",
         {
             "job_id": ids,
@@ -176,59 +250,34 @@ def build_result(
             "source": _source(len(wl)),
         },
     )
-    # True waiting causes.
-    row_vc = wl.vc[job] if quota_by_vc is not None else np.zeros(nrow, np.int64)
-    qarr = np.asarray(quota_by_vc, dtype=np.int64) if quota_by_vc is not None else None
-    steps, s_idx, e_idx = cluster_steps(
-        cluster.gpus, cluster.rack, start, end, seg_row, seg_server, seg_gpus
-    )
-    split = waiting_causes(steps, ready, start, s_idx, e_idx, row_vc, gpus, qarr)
-    waiting = _waiting_table(split, ids, job, att_idx)
-    metrics, per_vc = compute_metrics(
-        submit=wl.submit_us[ran],
-        first_start=first_start,
-        last_end=last_end,
-        run_vc=wl.vc[ran],
-        row_gpus=gpus,
-        row_start=start,
-        row_end=end,
-        row_intrinsic=intrinsic,
-        wait_us=split.us,
-        total_gpus=cluster.total_gpus,
-        unscheduled=len(trace.unscheduled),
-        preemptions=trace.preemptions,
-        obs_start=wl.obs_start_us[ran],
-    )
-    pv = pa.table(
+
+
+def _vc_names(wl: Workload) -> np.ndarray:
+    """VC name per VC index (None for jobs without one), then None (index -1)."""
+    return np.array([*(n if n != NO_VC else None for n in wl.vc_names), None], dtype=object)
+
+
+def _per_vc_table(
+    per_vc: dict[int, dict[str, float]], wl: Workload, quota_by_vc: list[int] | None
+) -> pa.Table:
+    vc_names = _vc_names(wl)
+    return pa.table(
         {
             "vc": pa.array([vc_names[v] for v in per_vc], pa.string()),
             "quota": [quota_by_vc[v] if quota_by_vc is not None else None for v in per_vc],
             **{k: [d[k] for d in per_vc.values()] for k in next(iter(per_vc.values()), {})},
         }
     )
-    quotas = (
-        {
-            wl.vc_names[v]: int(q)
-            for v, q in enumerate(quota_by_vc)
-            if v < len(wl.vc_names) and wl.vc_names[v] != NO_VC
-        }
-        if quota_by_vc is not None
-        else {}
-    )
-    return ReplayResult(
-        policy,
-        dict(params),
-        seed,
-        jobs,
-        attempts,
-        placements,
-        cluster.to_machines_table(),
-        waiting,
-        metrics,
-        pv,
-        quotas,
-        list(notes),
-    )
+
+
+def _quotas_by_name(wl: Workload, quota_by_vc: list[int] | None) -> dict[str, int]:
+    if quota_by_vc is None:
+        return {}
+    return {
+        wl.vc_names[v]: int(q)
+        for v, q in enumerate(quota_by_vc)
+        if v < len(wl.vc_names) and wl.vc_names[v] != NO_VC
+    }
 
 
 def _source(n: int) -> pa.Array:

@@ -189,7 +189,6 @@ class Workload:
     def from_store(cls, store: Any) -> Workload:
         """Jobs with a submit time, GPUs and at least one attempt with a duration (one query
         over the merged views). Excluded jobs are counted in ``notes``."""
-        import pyarrow.compute as pc
 
         # One pass over the merged views (each costs seconds at a million jobs): every job
         # with its attempts, filtered here. A job with an attempt whose end is not recorded
@@ -211,17 +210,8 @@ class Workload:
             ORDER BY submit_us, j.job_id, a.attempt_idx""",
             [int(cls.MISSING)],
         )
-        t, total, end_unknown = _usable_rows(t)
-        ids = t.column("job_id")
-        if t.num_rows:
-            new_job = np.r_[
-                True,
-                pc.not_equal(ids.slice(1), ids.slice(0, t.num_rows - 1)).to_numpy(
-                    zero_copy_only=False
-                ),
-            ]
-        else:
-            new_job = np.zeros(0, bool)
+        t, job_of_row, total, end_unknown = _usable_rows(t)
+        new_job = np.r_[True, job_of_row[1:] != job_of_row[:-1]] if t.num_rows else job_of_row
         first = np.flatnonzero(new_job)
         n = len(first)
         ptr = np.r_[first, t.num_rows].astype(np.int64)
@@ -270,14 +260,15 @@ class Workload:
         return wl
 
 
-def _usable_rows(t: pa.Table) -> tuple[pa.Table, int, int]:
+def _usable_rows(t: pa.Table) -> tuple[pa.Table, np.ndarray, int, int]:
     """The rows of ``from_store``'s query that replay (usable attempts of jobs without an
-    attempt of unknown end), the number of jobs and the number left out for an unknown end.
-    Rows are sorted by job, so a job's rows are contiguous."""
+    attempt of unknown end), each one's job (a number counting the query's jobs: rows of one
+    job share it), the number of jobs and the number left out for an unknown end. Rows are
+    sorted by job, so a job's rows are contiguous."""
     import pyarrow.compute as pc
 
     if t.num_rows == 0:
-        return t, 0, 0
+        return t, np.zeros(0, np.int64), 0, 0
     ids = t.column("job_id")
     new = np.r_[
         True,
@@ -287,7 +278,7 @@ def _usable_rows(t: pa.Table) -> tuple[pa.Table, int, int]:
     job_of_row = np.cumsum(new) - 1
     unknown = np.logical_or.reduceat(t.column("end_unknown").to_numpy(zero_copy_only=False), first)
     usable = t.column("usable").to_numpy(zero_copy_only=False) & ~unknown[job_of_row]
-    return t.filter(pa.array(usable)), len(first), int(unknown.sum())
+    return t.filter(pa.array(usable)), job_of_row[usable], len(first), int(unknown.sum())
 
 
 def _index_in(arr: pa.ChunkedArray, names: Sequence[str]) -> np.ndarray:
