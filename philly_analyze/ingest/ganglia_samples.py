@@ -61,6 +61,8 @@ class Sink(Protocol):
         self, host: str, metric: str, t0_us: np.ndarray, t1_us: np.ndarray, values: np.ndarray
     ) -> int: ...
 
+    def refuse(self, host: str, metric: str, reason: str, n: int = 1) -> None: ...
+
 
 class SampleSink:
     """Samples buffered in columns and appended to one Parquet file (bounded memory).
