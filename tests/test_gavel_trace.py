@@ -122,7 +122,7 @@ def test_gpu_type_and_throughputs_among_the_paths(tmp_path: Path) -> None:
     assert r.exit_code == 1
     assert r.stderr.strip().splitlines()[-1] == (
         f"error: {thr}: no 'a100' throughputs (the file has p100, v100); choose one with "
-        "--gavel-gpu"
+        "--gavel-gpu (nothing kept of the 2 gavel_trace files of this run)"
     )
 
 

@@ -39,7 +39,7 @@ def test_gavel_throughputs_with_impossible_scale_factors(tmp_path: Path, store_d
         err = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
         assert err == [
             f"error: {thr}: key {key!r} is not a ('job type', scale factor) pair with a scale "
-            "factor of 1 to 1,000,000 GPUs"
+            "factor of 1 to 1,000,000 GPUs (nothing kept of the gavel_trace file of this run)"
         ]
 
 
@@ -64,14 +64,15 @@ def test_gpu_util_header_repeating_a_column(tmp_path: Path, store_dir: Path) -> 
 def test_reasons_quoting_a_long_line_are_cut(tmp_path: Path, store_dir: Path) -> None:
     f = tmp_path / "cluster_cpu_util"
     f.write_text(
-        "time,machine_id,cpu_util\n" + "x" * 70_000 + ",m1,5\n2017-10-03 00:08:00 PDT,m1,5\n"
+        # 60,000 bytes: under the 64 KB a line may have (a longer one is not read, nor quoted).
+        "time,machine_id,cpu_util\n" + "x" * 60_000 + ",m1,5\n2017-10-03 00:08:00 PDT,m1,5\n"
     )
     out = ok(ingest(store_dir, f))
     assert out["rejected"] == 1
     ((line, reason),) = rejects(store_dir)
     assert line == 2 and reason.startswith("unparsable time 'xxx")
-    # 'unparsable time ' + the 70,000 x quoted: 70,018 characters, cut to 400.
-    assert reason.endswith("... (70,018 characters)") and len(reason) <= 400
+    # 'unparsable time ' + the 60,000 x quoted: 60,018 characters, cut to 400.
+    assert reason.endswith("... (60,018 characters)") and len(reason) <= 400
     assert q(store_dir, "SELECT util FROM cpu_util") == [(5.0,)]
 
 
@@ -131,7 +132,7 @@ def test_a_group_that_cannot_be_assembled_does_not_lose_the_others(
     assert errors == [
         "error: gavel_trace: Gavel traces need a Gavel throughputs JSON for durations "
         "(gavel_simulation_throughputs.json): give --gavel-throughputs FILE or name it in the "
-        "same ingest command"
+        "same ingest command (nothing kept of the gavel_trace file of this run)"
     ]
     assert q(store_dir, "SELECT job_id FROM jobs") == [(app,)]
     assert q(store_dir, "SELECT count(*) FROM ingest_log WHERE source LIKE '%.trace'") == [(0,)]
