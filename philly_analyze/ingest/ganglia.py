@@ -50,7 +50,7 @@ from philly_analyze.ingest.ganglia_samples import (
 )
 from philly_analyze.ingest.ganglia_stored import Stored
 from philly_analyze.ingest.source import Source
-from philly_analyze.store import Batch, sql_literal
+from philly_analyze.store import Batch, connect, sql_literal
 
 Reader = Callable[[Source, SampleSink, IngestContext, Batch], ReadStats]
 
@@ -239,7 +239,7 @@ class _GangliaSession:
                 "average (docs/raw-sources.md, resampling)"
             )
         # A database file, not memory: its tables can leave memory when the limit is reached.
-        con = duckdb.connect(str(self.dir / "resample.duckdb"))
+        con = connect(str(self.dir / "resample.duckdb"))  # Ctrl-C interrupts it
         try:
             return self._route(con)
         finally:

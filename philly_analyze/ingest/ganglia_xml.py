@@ -218,7 +218,14 @@ def _gmond_metric(el: Any, host: str, ref: int | None, sink: Sink, st: ReadStats
         if el.get("TYPE") == "string" or (raw or "").strip().lower() != "nan":
             st.strings += 1
         return
-    t = (ref - (_int(el.get("TN")) or 0)) * US
+    # TN: seconds since the reading, a whole number >= 0 (absent: just read). Read as 0, an
+    # `inf`, `nan` or negative TN would place the sample at a wrong time without a word.
+    tn_text = el.get("TN")
+    tn = _int(tn_text) if tn_text is not None else 0
+    if tn is None or tn < 0:
+        sink.refuse(host, name, f"TN {excerpt(tn_text)} is not a whole number of seconds >= 0")
+        return
+    t = (ref - tn) * US
     if sink.add(host, name, t, t, value):
         st.took(host, name)
 

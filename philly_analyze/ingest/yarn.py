@@ -52,7 +52,7 @@ from philly_analyze.ingest.yarn_lines import (
     split_record,
 )
 from philly_analyze.schemas import UTC_TS
-from philly_analyze.store import Batch, sql_literal
+from philly_analyze.store import Batch, connect, sql_literal
 from philly_analyze.timeutil import fold_offset, localize_naive
 
 CHUNK_FACTS = 20_000
@@ -360,7 +360,7 @@ class _YarnSession:
             return {}
         self.writer.close()
         # A database file, not memory: its tables can leave memory when the limit is reached.
-        con = duckdb.connect(str(self.dir / "assemble.duckdb"))
+        con = connect(str(self.dir / "assemble.duckdb"))  # Ctrl-C interrupts it
         limit = self.ctx.memory_limit
         try:
             memory.configure(con, limit, self.dir / "spill")

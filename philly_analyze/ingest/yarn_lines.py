@@ -114,7 +114,7 @@ RECOVERING_RE = re.compile(rf"Recovering app(?:lication)?:? (?P<app>{APP_ID})")
 AUDIT_FIELD_RE = re.compile(r"\b(?P<k>[A-Z]+)=(?P<v>.*?)(?=\s+[A-Z]+=|\s*$)")
 SUMMARY_RE = re.compile(r"ApplicationSummary: (?P<body>appId=.*)$")
 _SUMMARY_SPLIT = re.compile(r"(?<!\\),")
-GPU_RE = re.compile(r"yarn\.io/gpu\s*:\s*(\d+)")
+GPU_RE = re.compile(r"yarn\.io/gpu\s*:\s*(\d+)(?![\d.])")
 CAPACITY_RE = re.compile(r"<memory:\s*\d+.*>")
 PORT_RE = re.compile(r":\d+$")
 APP_ID_RE = re.compile(APP_ID + "$")
@@ -206,6 +206,8 @@ def _gpus(cap: str) -> int | None:
     if not CAPACITY_RE.fullmatch(cap):
         raise Malformed(f"unparsable resource {excerpt(cap)}")
     g = GPU_RE.search(cap)
+    if g is None and "yarn.io/gpu" in cap:  # -1, inf, 1.5: not "an RM that counts no GPUs"
+        raise Malformed(f"yarn.io/gpu in {excerpt(cap)} is not a whole number")
     return _bounded(MACHINE_GPUS, g.group(1), "yarn.io/gpu") if g else None
 
 
