@@ -48,6 +48,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -436,14 +437,15 @@ class Store:
         staging = self.path / ".staging" / batch_id
         staging.mkdir(parents=True)
         b = Batch(self, batch_id, staging)
+        # A hard exit after Ctrl-C (querystop) skips the finally below: its files go first.
+        hard_exit = querystop.at_hard_exit(partial(_remove_staging, staging))
         try:
-            yield b
+            with hard_exit:
+                yield b
         finally:
             for w in b._writers.values():
                 _discard(w)
-            shutil.rmtree(staging, ignore_errors=True)
-            with contextlib.suppress(OSError):  # only when empty: no other batch is staging
-                staging.parent.rmdir()
+            _remove_staging(staging)
 
     @querystop.no_hard_exit()  # Ctrl-C waits for it (the files and the catalog must agree)
     def commit(
@@ -774,6 +776,13 @@ def _rollback(con: duckdb.DuckDBPyConnection) -> None:
     disk under the WAL) has already ended it, and the error to report is the first one."""
     with contextlib.suppress(duckdb.Error):
         con.execute("ROLLBACK")
+
+
+def _remove_staging(staging: Path) -> None:
+    """Remove a batch's staging folder, and ``.staging`` when no other batch is staging."""
+    shutil.rmtree(staging, ignore_errors=True)
+    with contextlib.suppress(OSError):  # only when empty
+        staging.parent.rmdir()
 
 
 def _discard(writer: pq.ParquetWriter) -> None:
