@@ -6,7 +6,23 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 GPU_HEADER = "time,machineId," + ",".join(f"gpu{i}_util" for i in range(8)) + "\n"
+
+
+def write_big_gpu_util(path: Path, minutes: int, machines: int = 20) -> None:
+    """A ``cluster_gpu_util`` of ``minutes`` x ``machines`` lines (about 70 bytes each) that
+    takes a while to read: values repeat from minute to minute, times do not."""
+    rng = np.random.default_rng(0)
+    block = "".join(
+        "{ts}," + f"m{k}," + ",".join(f"{v:.3f}" for v in rng.uniform(0, 100, 8)) + ",\n"
+        for k in range(machines)
+    )
+    times = np.datetime64("2017-10-01T00:00") + np.arange(minutes).astype("timedelta64[m]")
+    with open(path, "w") as f:
+        f.write(GPU_HEADER)
+        f.write("".join(block.replace("{ts}", str(t).replace("T", " ") + ":00 PDT") for t in times))
 
 
 def write_machine_list(path: Path, machines: list[tuple[str, int, str]]) -> Path:

@@ -11,28 +11,14 @@ from pathlib import Path
 from typing import NoReturn
 
 import duckdb
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from philly_analyze.cli import main
 from philly_analyze.store import Store
-from tests.philly_files import GPU_HEADER
+from tests.philly_files import GPU_HEADER, write_big_gpu_util
 
 CLI = [sys.executable, "-c", "from philly_analyze.cli import main; main()"]
-
-
-def _big_gpu_util(path: Path, minutes: int = 20000, machines: int = 20) -> None:
-    """~90 MB: big enough that reading it takes a while (values repeat; times do not)."""
-    rng = np.random.default_rng(0)
-    block = "".join(
-        "{ts}," + f"m{k}," + ",".join(f"{v:.3f}" for v in rng.uniform(0, 100, 8)) + ",\n"
-        for k in range(machines)
-    )
-    times = np.datetime64("2017-10-01T00:00") + np.arange(minutes).astype("timedelta64[m]")
-    with open(path, "w") as f:
-        f.write(GPU_HEADER)
-        f.write("".join(block.replace("{ts}", str(t).replace("T", " ") + ":00 PDT") for t in times))
 
 
 def _count(store: Path) -> int:
@@ -74,7 +60,7 @@ def _prepare(tmp_path: Path) -> tuple[Path, Path]:
         CliRunner().invoke(main, ["ingest", str(small), "--store", str(store), "-q"]).exit_code == 0
     )
     big = tmp_path / "big"
-    _big_gpu_util(big)
+    write_big_gpu_util(big, minutes=20000)
     return store, big
 
 

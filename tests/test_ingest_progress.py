@@ -14,13 +14,12 @@ import io
 import tarfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from philly_analyze.ingest.formats import IngestContext
 from philly_analyze.ingest.pipeline import ingest_paths
 from philly_analyze.store import Store
-from tests.philly_files import GPU_HEADER
+from tests.philly_files import write_big_gpu_util
 
 
 class Recorder:
@@ -39,20 +38,6 @@ class Recorder:
         self.calls.append(("describe", text))
 
 
-def _big_gpu_util(path: Path, minutes: int = 25_000, machines: int = 20) -> None:
-    """About 42 MB: more than one of DuckDB's 32 MB CSV buffers, the unit of its progress
-    (a 10 MB file goes from 0 to 100% at once)."""
-    rng = np.random.default_rng(0)
-    block = "".join(
-        "{ts}," + f"m{k}," + ",".join(f"{v:.3f}" for v in rng.uniform(0, 100, 8)) + ",\n"
-        for k in range(machines)
-    )
-    times = np.datetime64("2017-10-01T00:00") + np.arange(minutes).astype("timedelta64[m]")
-    with open(path, "w") as f:
-        f.write(GPU_HEADER)
-        f.write("".join(block.replace("{ts}", str(t).replace("T", " ") + ":00 PDT") for t in times))
-
-
 def _ganglia_csv(path: Path, rows: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     body = "".join(f"2017-10-03T{h:02d}:{m:02d}:00-07:00,{m}\n" for h in range(rows // 60 + 1)
@@ -65,7 +50,9 @@ def _inputs(root: Path) -> list[Path]:
     archive of two Ganglia exports, and a file of no known format."""
     d = root / "in"
     d.mkdir()
-    _big_gpu_util(d / "cluster_gpu_util")
+    write_big_gpu_util(
+        d / "cluster_gpu_util", minutes=25_000
+    )  # ~42 MB: more than one of DuckDB's 32 MB buffers
     _ganglia_csv(root / "tmp" / "m1" / "gpu0_util.csv", 2000)
     with gzip.open(d / "m1_gpu0_util.csv.gz", "wb") as f:
         f.write((root / "tmp" / "m1" / "gpu0_util.csv").read_bytes())
