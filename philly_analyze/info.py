@@ -175,6 +175,18 @@ def _machines(store: Store) -> dict[str, Any]:
     return out
 
 
+#: The keys of a VC's row in ``info`` (JSON) and the columns of its table, in order.
+VC_KEYS = (
+    "vc",
+    "jobs",
+    "users",
+    "gpu_hours",
+    "gpu_time_unknown_jobs",
+    "first_submit",
+    "last_submit",
+)
+
+
 def _vcs(store: Store) -> list[dict[str, Any]]:
     """Per VC: jobs, users (None when no job records one), GPU hours over the jobs whose GPU
     time is known (None when none is: unknown, not 0) and how many jobs that leaves out."""
@@ -185,17 +197,8 @@ def _vcs(store: Store) -> list[dict[str, Any]]:
                   min(submit_time), max(submit_time)
            FROM jobs GROUP BY vc ORDER BY jobs DESC, vc NULLS LAST"""
     ).fetchall()
-    keys = (
-        "vc",
-        "jobs",
-        "users",
-        "gpu_hours",
-        "gpu_time_unknown_jobs",
-        "first_submit",
-        "last_submit",
-    )
     return [
-        {k: _iso(v) if k.endswith("submit") else v for k, v in zip(keys, r, strict=True)}
+        {k: _iso(v) if k.endswith("submit") else v for k, v in zip(VC_KEYS, r, strict=True)}
         for r in rows
     ]
 
@@ -430,15 +433,7 @@ def document(info: dict[str, Any]) -> Document:
             "vcs",
             "Virtual clusters",
             info["vcs"],
-            [
-                "vc",
-                "jobs",
-                "users",
-                "gpu_hours",
-                "gpu_time_unknown_jobs",
-                "first_submit",
-                "last_submit",
-            ],
+            list(VC_KEYS),
         ),
         table(
             "rejects",
