@@ -127,13 +127,13 @@ class BaseEngine:
         self.model = model
         self.trace = Trace()
         self.loop: EventLoop[int] = EventLoop(wl.submit_us.tolist(), first_seq=first_seq)
-        self.intr = intrinsic_durations(wl, model).tolist()
-        self.ptr = wl.att_ptr.tolist()
-        self.outcome_code = wl.att_outcome.tolist()
-        self.gpus = wl.num_gpus.tolist()
+        self.intr: list[int] = intrinsic_durations(wl, model).tolist()
+        self.ptr: list[int] = wl.att_ptr.tolist()
+        self.outcome_code: list[int] = wl.att_outcome.tolist()
+        self.gpus: list[int] = wl.num_gpus.tolist()
         counts = np.diff(wl.att_ptr) - 1
         #: Index of each job's last attempt to run (max_retries cuts the data's list short).
-        self.last_att = (
+        self.last_att: list[int] = (
             counts if max_retries is None else np.minimum(counts, max_retries)
         ).tolist()
         #: Progress: the caller's tracker and the attempt ends so far (set by ``run``).

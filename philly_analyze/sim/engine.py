@@ -79,7 +79,7 @@ class QueueEngine(BaseEngine):
         # the same time as an arrival queues behind it.
         super().__init__(wl, fs, model, cfg.max_retries, first_seq=len(wl))
         self.cfg = cfg
-        self.vc = wl.vc.tolist() if cfg.quotas is not None else [0] * len(wl)
+        self.vc: list[int] = wl.vc.tolist() if cfg.quotas is not None else [0] * len(wl)
         nvc = (max(self.vc) + 1) if len(wl) else 1
         self.quota = list(cfg.quotas) + [0] * (nvc - len(cfg.quotas)) if cfg.quotas else None
         self.used = [0] * nvc
