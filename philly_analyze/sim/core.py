@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from array import array
 from dataclasses import dataclass, field
+from typing import Final
 
 import numpy as np
 
@@ -21,14 +22,14 @@ from philly_analyze.sim.slowdown import SlowdownModel
 from philly_analyze.sim.workload import FAILED, Workload
 
 #: Progress is reported every 8,192 attempt ends (a bit mask: one AND per end).
-PROGRESS_EVERY = 8191
+PROGRESS_EVERY: Final = 8191
 
 #: Fields of a trace row, in order (``Trace.columns``).
-ROW_FIELDS = ("job", "attempt", "ready", "start", "end", "servers", "intrinsic")
-_W = len(ROW_FIELDS)
+ROW_FIELDS: Final = ("job", "attempt", "ready", "start", "end", "servers", "intrinsic")
+_W: Final = len(ROW_FIELDS)
 #: A row and a placement segment packed as the trace's arrays hold them (``Trace``).
-PACK_ROW = struct.Struct(f"={_W}q").pack
-PACK_SEG = struct.Struct("=3q").pack
+PACK_ROW: Final = struct.Struct(f"={_W}q").pack
+PACK_SEG: Final = struct.Struct("=3q").pack
 
 
 @dataclass
