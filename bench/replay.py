@@ -213,7 +213,11 @@ def _report(label: str, store: Path, out: Path, target: str | None = None) -> No
 
 
 def run() -> None:
+    from philly_analyze.sim.native import engine_kind
+
     SCRATCH.mkdir(parents=True, exist_ok=True)
+    # The processes timed below run the same code (same interpreter, files and environment).
+    print(f"replay engine: {engine_kind()} (docs/replay.md, Compiled engine)")
     import shutil
 
     synth = SCRATCH / "replay-synth-store"

@@ -205,15 +205,9 @@ def server_events(
     m = np.concatenate([mi, mi[ended]])
     tt = np.concatenate([start, end[ended]])
     d = np.concatenate([count, -count[ended]])
-    if len(m):
-        # One int64 key (server, time) when it fits: a third of lexsort's time. Not a stable
-        # sort (2.6x faster on 5M keys): equal keys are summed below, in any order.
-        t0, span = int(tt.min()), int(tt.max() - tt.min()) + 1
-        fits = int(m.max()) < (np.iinfo(np.int64).max // span)
-        order = np.argsort(m * span + (tt - t0)) if fits else np.lexsort((tt, m))
-        m, tt, d = m[order], tt[order], d[order]
     if len(m) == 0:
         return m, tt, d, d.copy()
+    m, tt, d = _sorted_by_server_time(m, tt, d)
     new = np.r_[True, (m[1:] != m[:-1]) | (tt[1:] != tt[:-1])]
     first = np.flatnonzero(new)
     d = np.add.reduceat(d, first)
@@ -225,6 +219,28 @@ def server_events(
     srv_first = np.flatnonzero(np.r_[True, m[1:] != m[:-1]]) if len(m) else np.zeros(0, int)
     offset = np.repeat(total[srv_first] - d[srv_first], np.diff(np.r_[srv_first, len(m)]))
     return m, tt, d, total - offset
+
+
+def _sorted_by_server_time(
+    m: np.ndarray, tt: np.ndarray, d: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(m, tt, d)`` ordered by server then time (equal pairs in any order: they are summed).
+    When server, time and change fit in one int64 (a replay's do: 10 bits of server, 46 of
+    microseconds, 5 of change), that number is sorted and taken apart again: a sort of 5M
+    integers instead of an argsort and three gathers (3.9 s to 1 s at a million jobs).
+    Otherwise one key (server, time) is argsorted, or both are lexsorted."""
+    t0, span = int(tt.min()), int(tt.max() - tt.min()) + 1
+    low = int(np.abs(d).max()).bit_length() + 1
+    limit = int(np.iinfo(np.int64).max)
+    if (int(m.max()) + 1) * span < limit >> low:
+        packed = ((m * span + (tt - t0)) << low) | (d + (1 << (low - 1)))
+        packed.sort()
+        mt = packed >> low
+        return mt // span, mt % span + t0, (packed & ((1 << low) - 1)) - (1 << (low - 1))
+    # Not a stable sort (2.6x faster on 5M keys): equal keys are summed, in any order.
+    fits = int(m.max()) < limit // span
+    order = np.argsort(m * span + (tt - t0)) if fits else np.lexsort((tt, m))
+    return m[order], tt[order], d[order]
 
 
 def usage_steps(steps: Steps, tidx: np.ndarray, delta: np.ndarray) -> np.ndarray:

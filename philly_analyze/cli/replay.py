@@ -151,7 +151,10 @@ def command(
     if list_policies:
         _list_policies()
         return
+    from philly_analyze.hugepages import disable_transparent_hugepages
     from philly_analyze.progress import stderr_console
+
+    disable_transparent_hugepages()  # seconds of page zeroing at a million jobs (its docstring)
     from philly_analyze.sim.policies import get_policy
     from philly_analyze.sim.replay import simulate
 

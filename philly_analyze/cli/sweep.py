@@ -186,10 +186,12 @@ def command(
     seeds, in parallel on this machine or on a Ray cluster. Prints the mean of each metric
     over seeds with its confidence interval; with --out, also writes every run's metrics
     (Parquet), the summary, a figure of each metric against each parameter, and a report."""
+    from philly_analyze.hugepages import disable_transparent_hugepages
     from philly_analyze.progress import stderr_console, track
     from philly_analyze.sweep.run import run_sweep
     from philly_analyze.sweep.spec import parse_param_args
 
+    disable_transparent_hugepages()  # as replay does; its worker processes inherit it
     console = stderr_console()
 
     def log(msg: str) -> None:

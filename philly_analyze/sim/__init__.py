@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from philly_analyze.sim import native
+
+# Before any engine module is imported: the compiled build only while it matches its source.
+native.use_source_if_stale()
+
 _EXPORTS = {
     "Workload": "philly_analyze.sim.workload",
     "Cluster": "philly_analyze.sim.cluster",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from array import array
 from dataclasses import dataclass, field
+from typing import Final
 
 import numpy as np
 
@@ -21,14 +22,14 @@ from philly_analyze.sim.slowdown import SlowdownModel
 from philly_analyze.sim.workload import FAILED, Workload
 
 #: Progress is reported every 8,192 attempt ends (a bit mask: one AND per end).
-PROGRESS_EVERY = 8191
+PROGRESS_EVERY: Final = 8191
 
 #: Fields of a trace row, in order (``Trace.columns``).
-ROW_FIELDS = ("job", "attempt", "ready", "start", "end", "servers", "intrinsic")
-_W = len(ROW_FIELDS)
+ROW_FIELDS: Final = ("job", "attempt", "ready", "start", "end", "servers", "intrinsic")
+_W: Final = len(ROW_FIELDS)
 #: A row and a placement segment packed as the trace's arrays hold them (``Trace``).
-PACK_ROW = struct.Struct(f"={_W}q").pack
-PACK_SEG = struct.Struct("=3q").pack
+PACK_ROW: Final = struct.Struct(f"={_W}q").pack
+PACK_SEG: Final = struct.Struct("=3q").pack
 
 
 @dataclass
@@ -127,13 +128,13 @@ class BaseEngine:
         self.model = model
         self.trace = Trace()
         self.loop: EventLoop[int] = EventLoop(wl.submit_us.tolist(), first_seq=first_seq)
-        self.intr = intrinsic_durations(wl, model).tolist()
-        self.ptr = wl.att_ptr.tolist()
-        self.outcome_code = wl.att_outcome.tolist()
-        self.gpus = wl.num_gpus.tolist()
+        self.intr: list[int] = intrinsic_durations(wl, model).tolist()
+        self.ptr: list[int] = wl.att_ptr.tolist()
+        self.outcome_code: list[int] = wl.att_outcome.tolist()
+        self.gpus: list[int] = wl.num_gpus.tolist()
         counts = np.diff(wl.att_ptr) - 1
         #: Index of each job's last attempt to run (max_retries cuts the data's list short).
-        self.last_att = (
+        self.last_att: list[int] = (
             counts if max_retries is None else np.minimum(counts, max_retries)
         ).tolist()
         #: Progress: the caller's tracker and the attempt ends so far (set by ``run``).

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Final
 
 from philly_analyze.sim.core import PACK_ROW, PACK_SEG, BaseEngine, Trace
 from philly_analyze.sim.events import NEVER as INF
@@ -47,7 +48,9 @@ from philly_analyze.sim.workload import Workload
 
 #: Event kinds (at one time: attempt ends, then retries ready, then wake-ups for the end of a
 #: locality wait, ``QueueEngine._wake``).
-END, READY, WAKE = 0, 1, 2
+END: Final = 0
+READY: Final = 1
+WAKE: Final = 2
 
 
 @dataclass
@@ -79,7 +82,7 @@ class QueueEngine(BaseEngine):
         # the same time as an arrival queues behind it.
         super().__init__(wl, fs, model, cfg.max_retries, first_seq=len(wl))
         self.cfg = cfg
-        self.vc = wl.vc.tolist() if cfg.quotas is not None else [0] * len(wl)
+        self.vc: list[int] = wl.vc.tolist() if cfg.quotas is not None else [0] * len(wl)
         nvc = (max(self.vc) + 1) if len(wl) else 1
         self.quota = list(cfg.quotas) + [0] * (nvc - len(cfg.quotas)) if cfg.quotas else None
         self.used = [0] * nvc
@@ -128,7 +131,11 @@ class QueueEngine(BaseEngine):
         relax_at = self.relax_at
         touched = bool(relax_at) and relax_at.items[0][0] <= now and self._relax_due(now)
         running, used, vc, gpus = self.running, self.used, self.vc, self.gpus
-        for _, kind, seq, j, k in self.loop.pop(now):
+        for ev in self.loop.pop(now):
+            # Typed locals: compiled (sim.native), an int is unboxed once, not at every use.
+            kind: int = ev[1]
+            j: int = ev[3]
+            k: int = ev[4]
             if kind == END:  # (inline: once per attempt)
                 row, pl = running.pop(j)
                 self.fs.release(pl)
@@ -137,7 +144,7 @@ class QueueEngine(BaseEngine):
                     self._retry(j, k, now, ready)
                 touched = True
             elif kind == READY:
-                ready.append((now, seq, j, k))
+                ready.append((now, ev[2], j, k))
             # else WAKE: only makes sure this time is visited (``_wake``)
         for ai in arrived:  # sequence number = job index: arrivals queue in (submit, id) order
             ready.append((now, ai, ai, 0))

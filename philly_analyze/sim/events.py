@@ -37,10 +37,10 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 #: Later than any event (the loop's end of time).
-NEVER = 1 << 62
+NEVER: Final = 1 << 62
 
 #: The clock's type: int microseconds (replay engines) or float minutes (sharing model).
 T = TypeVar("T", int, float)

@@ -18,6 +18,7 @@ import heapq
 from bisect import bisect_left, insort
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from philly_analyze.sim.core import BaseEngine, Trace
 from philly_analyze.sim.placement import FreeState, Placement
@@ -25,7 +26,9 @@ from philly_analyze.sim.slowdown import SlowdownModel
 from philly_analyze.sim.workload import Workload
 
 #: Event kinds (at one time: attempt ends, then retries ready, then LAS demotions).
-END, READY, DEMOTE = 0, 1, 2
+END: Final = 0
+READY: Final = 1
+DEMOTE: Final = 2
 
 
 @dataclass

@@ -272,7 +272,7 @@ class SharingSim:
             assert pl is not None, "free_total counted the GPUs"
             self.j_ord_pl[j] = pl
             self.start(j, t, ORDINARY)
-            self.loop.schedule_keyed(t + self.j_work[j] - self.j_done[j], COMPLETE, j)
+            self.loop.schedule_keyed(float(t + self.j_work[j] - self.j_done[j]), COMPLETE, j)
             if not fs.free_total:
                 break
 
