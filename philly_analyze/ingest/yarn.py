@@ -40,6 +40,7 @@ from philly_analyze.ingest import memory
 from philly_analyze.ingest import yarn_assemble as asm
 from philly_analyze.ingest.formats import Format, IngestContext, SkipSource, SourceResult, register
 from philly_analyze.ingest.source import READ_FAILURES, Source
+from philly_analyze.ingest.yarn_fast import fast_row
 from philly_analyze.ingest.yarn_lines import (
     FACT_FIELDS,
     HEADER_RE,
@@ -157,13 +158,26 @@ class _SkipSession:
 
 @dataclass
 class _Chunk:
-    """Facts of up to CHUNK_FACTS lines, with their times still as text."""
+    """Facts of up to CHUNK_FACTS lines as rows (FACT_FIELDS order), their times still text."""
 
-    facts: list[Fact] = field(default_factory=list)
+    rows: list[tuple[object, ...]] = field(default_factory=list)
     times: list[str] = field(default_factory=list)
     exact: list[int | None] = field(default_factory=list)
     line_no: list[int] = field(default_factory=list)
     raw: list[str] = field(default_factory=list)
+    #: The time of the file's last record read (for a banner's continuation line).
+    last_time: str = ""
+    last_exact: int | None = None
+
+    def add(
+        self, row: tuple[object, ...], ts: str, exact: int | None, line_no: int, raw: str
+    ) -> None:
+        """One fact of the line ``line_no``."""
+        self.rows.append(row)
+        self.times.append(ts)
+        self.exact.append(exact)
+        self.line_no.append(line_no)
+        self.raw.append(raw)
 
 
 def _fact_type(name: str) -> pa.DataType:
@@ -205,92 +219,89 @@ class _YarnSession:
         self.first = self.first or source.name
         self._latest: np.datetime64 | None = None
         kinds: Counter[str] = Counter()
-        rejected = 0
+        self._rejected = 0
         chunk = _Chunk()
-        last_time = ""
-        last_exact: int | None = None
         line_no = 0
         try:
             for line_no, line in source.text_lines(self.ctx.tracker):
-                if "\x00" in line:
-                    self.batch.reject(source.name, line_no, "binary data in a text log", line)
-                    rejected += 1
+                fast = fast_row(line)
+                if fast is not None:  # the commonest lines, one regex (yarn_fast.py)
+                    chunk.last_time, chunk.last_exact = fast[0], None
+                    chunk.add(fast[1], fast[0], None, line_no, line)
+                elif not self._slow_line(chunk, source, line_no, line):
                     continue
-                if not has_key_phrase(line):
-                    continue
-                rec = split_record(line)
-                if rec is None:
-                    if TS_LIKE_RE.match(line) or WRAPPED_RE.match(line):
-                        self.batch.reject(source.name, line_no, "unparsable log4j header", line)
-                        rejected += 1
-                    elif "Starting ResourceManager" in line and last_time:
-                        # Banner continuation line: the restart happened at the banner's header.
-                        self._add(chunk, [Fact("rm_start")], last_time, last_exact, line_no, line)
-                    continue
-                last_time, last_exact, rest = rec
-                try:
-                    facts = parse_message(rest)
-                except Malformed as e:
-                    self.batch.reject(source.name, line_no, str(e), line)
-                    rejected += 1
-                    continue
-                if facts:
-                    self._add(chunk, facts, last_time, last_exact, line_no, line)
-                    if len(chunk.facts) >= CHUNK_FACTS:
-                        rejected += self._flush(chunk, source, file_idx, kinds)
-                        chunk = _Chunk()
+                if len(chunk.rows) >= CHUNK_FACTS:
+                    self._flush(chunk, source, file_idx, kinds)
+                    chunk = _Chunk(last_time=chunk.last_time, last_exact=chunk.last_exact)
         except READ_FAILURES as e:
-            rejected += self._flush(chunk, source, file_idx, kinds)
+            self._flush(chunk, source, file_idx, kinds)
             self.kinds.update(kinds)
             raise InputFormatError(
                 f"cannot read past this line ({(e.__cause__ or e)}); the lines before it were kept",
                 source=source.name,
                 line=line_no + 1,
             ) from e
-        rejected += self._flush(chunk, source, file_idx, kinds)
+        self._flush(chunk, source, file_idx, kinds)
         self.kinds.update(kinds)
         events = sum(kinds[k] for k in ("app", "attempt", "container"))
-        return SourceResult({"scheduler_events": events}, rejected, _provided(kinds))
+        return SourceResult({"scheduler_events": events}, self._rejected, _provided(kinds))
 
-    @staticmethod
-    def _add(
-        chunk: _Chunk, facts: list[Fact], ts: str, exact: int | None, line_no: int, raw: str
-    ) -> None:
+    def _slow_line(self, chunk: _Chunk, source: Source, line_no: int, line: str) -> bool:
+        """Read one line the general way (``yarn_lines``): its facts go to ``chunk``, a bad
+        line to ``rejects``. Whether a record's facts were added (the chunk may be full)."""
+        if "\x00" in line:
+            self._reject(source, line_no, "binary data in a text log", line)
+            return False
+        if not has_key_phrase(line):
+            return False
+        rec = split_record(line)
+        if rec is None:
+            if TS_LIKE_RE.match(line) or WRAPPED_RE.match(line):
+                self._reject(source, line_no, "unparsable log4j header", line)
+            elif "Starting ResourceManager" in line and chunk.last_time:
+                # Banner continuation line: the restart happened at the banner's header.
+                row = _FIELDS_OF(Fact("rm_start"))
+                chunk.add(row, chunk.last_time, chunk.last_exact, line_no, line)
+            return False  # (a continuation line never ends a chunk, as before)
+        chunk.last_time, chunk.last_exact, rest = rec
+        try:
+            facts = parse_message(rest)
+        except Malformed as e:
+            self._reject(source, line_no, str(e), line)
+            return False
         for f in facts:
-            chunk.facts.append(f)
-            chunk.times.append(ts)
-            chunk.exact.append(exact)
-            chunk.line_no.append(line_no)
-            chunk.raw.append(raw)
+            chunk.add(_FIELDS_OF(f), chunk.last_time, chunk.last_exact, line_no, line)
+        return bool(facts)
 
-    def _flush(self, chunk: _Chunk, source: Source, file_idx: int, kinds: Counter[str]) -> int:
+    def _reject(self, source: Source, line_no: int, why: str, line: str) -> None:
+        self.batch.reject(source.name, line_no, why, line)
+        self._rejected += 1
+
+    def _flush(self, chunk: _Chunk, source: Source, file_idx: int, kinds: Counter[str]) -> None:
         """Convert the chunk's times, reject the unparsable ones, append to the fact file."""
-        if not chunk.facts:
-            return 0
+        if not chunk.rows:
+            return
         naive, bad = _parse_times(chunk.times)
         exact = np.array([e is not None for e in chunk.exact])
         exact_us = np.array([e if e is not None else 0 for e in chunk.exact], dtype=np.int64)
         # A time outside bounds.TIME (year 9999, a FILETIME of 0xFFFF...) is rejected too.
         far = ~bad & np.where(exact, ~TIME.mask_us(exact_us), ~TIME.mask(naive))
-        rejected = 0
         for i in np.flatnonzero(bad | far):
             if not far[i]:
                 why = f"unparsable time {excerpt(chunk.times[i])}"
             else:
                 why = TIME.reason(f"{chunk.exact[i]} us (TS)" if exact[i] else chunk.times[i])
-            self.batch.reject(source.name, chunk.line_no[i], why, chunk.raw[i])
-            rejected += 1
+            self._reject(source, chunk.line_no[i], why, chunk.raw[i])
         bad |= far
         naive[bad] = np.datetime64("NaT")
         utc = self._to_utc(naive, exact)
         keep = ~bad
         utc = np.where(exact, exact_us.astype("datetime64[us]"), utc)
         idx = np.flatnonzero(keep)
-        facts = chunk.facts if len(idx) == len(chunk.facts) else [chunk.facts[i] for i in idx]
-        if not facts:
-            return rejected
-        # Transpose fact objects to columns in C (attrgetter + zip), not field by field.
-        cols = list(zip(*map(_FIELDS_OF, facts), strict=True))
+        rows = chunk.rows if len(idx) == len(chunk.rows) else [chunk.rows[i] for i in idx]
+        if not rows:
+            return
+        cols = list(zip(*rows, strict=True))  # rows to columns, in C
         kinds.update(cols[0])
         kinds["gpu_container"] += sum(1 for g in cols[FACT_FIELDS.index("gpus")] if g)
         arrays = [
@@ -307,7 +318,6 @@ class _YarnSession:
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.dir / "facts.parquet", _FACT_SCHEMA)
         self.writer.write_table(table)
-        return rejected
 
     def _to_utc(self, naive: np.ndarray, exact: np.ndarray) -> np.ndarray:
         """Wall-clock -> UTC in ``--timezone``; the repeated fall-back hour is its second
