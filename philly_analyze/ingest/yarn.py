@@ -25,6 +25,7 @@ import operator
 import re
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -40,7 +41,7 @@ from philly_analyze.ingest import memory
 from philly_analyze.ingest import yarn_assemble as asm
 from philly_analyze.ingest.formats import Format, IngestContext, SkipSource, SourceResult, register
 from philly_analyze.ingest.source import READ_FAILURES, Source
-from philly_analyze.ingest.yarn_fast import fast_row
+from philly_analyze.ingest.yarn_fast import fast_item
 from philly_analyze.ingest.yarn_lines import (
     FACT_FIELDS,
     HEADER_RE,
@@ -158,26 +159,17 @@ class _SkipSession:
 
 @dataclass
 class _Chunk:
-    """Facts of up to CHUNK_FACTS lines as rows (FACT_FIELDS order), their times still text."""
+    """Facts of up to CHUNK_FACTS lines, one tuple each: the fact's row (FACT_FIELDS order),
+    then its time as text, the exact UTC epoch µs or None, the line number and the line."""
 
-    rows: list[tuple[object, ...]] = field(default_factory=list)
-    times: list[str] = field(default_factory=list)
-    exact: list[int | None] = field(default_factory=list)
-    line_no: list[int] = field(default_factory=list)
-    raw: list[str] = field(default_factory=list)
+    items: list[tuple[object, ...]] = field(default_factory=list)
     #: The time of the file's last record read (for a banner's continuation line).
     last_time: str = ""
     last_exact: int | None = None
 
-    def add(
-        self, row: tuple[object, ...], ts: str, exact: int | None, line_no: int, raw: str
-    ) -> None:
-        """One fact of the line ``line_no``."""
-        self.rows.append(row)
-        self.times.append(ts)
-        self.exact.append(exact)
-        self.line_no.append(line_no)
-        self.raw.append(raw)
+
+#: Where an item's own columns start (after the fact's row).
+_TS, _EXACT, _LINE_NO, _RAW = range(len(FACT_FIELDS), len(FACT_FIELDS) + 4)
 
 
 def _fact_type(name: str) -> pa.DataType:
@@ -224,13 +216,22 @@ class _YarnSession:
         line_no = 0
         try:
             for line_no, line in source.text_lines(self.ctx.tracker):
-                fast = fast_row(line)
-                if fast is not None:  # the commonest lines, one regex (yarn_fast.py)
-                    chunk.last_time, chunk.last_exact = fast[0], None
-                    chunk.add(fast[1], fast[0], None, line_no, line)
-                elif not self._slow_line(chunk, source, line_no, line):
+                if "\x00" in line:
+                    self._reject(source, line_no, "binary data in a text log", line)
                     continue
-                if len(chunk.rows) >= CHUNK_FACTS:
+                if not has_key_phrase(line):  # most chatter, one substring test
+                    continue
+                item = fast_item(line, line_no)  # the commonest lines: one regex
+                if item is None:
+                    if not self._slow_line(chunk, source, line_no, line):
+                        continue
+                elif type(item) is str:  # a record without facts: only its time
+                    chunk.last_time, chunk.last_exact = item, None
+                    continue
+                else:
+                    chunk.last_time, chunk.last_exact = item[_TS], None
+                    chunk.items.append(item)
+                if len(chunk.items) >= CHUNK_FACTS:
                     self._flush(chunk, source, file_idx, kinds)
                     chunk = _Chunk(last_time=chunk.last_time, last_exact=chunk.last_exact)
         except READ_FAILURES as e:
@@ -247,13 +248,8 @@ class _YarnSession:
         return SourceResult({"scheduler_events": events}, self._rejected, _provided(kinds))
 
     def _slow_line(self, chunk: _Chunk, source: Source, line_no: int, line: str) -> bool:
-        """Read one line the general way (``yarn_lines``): its facts go to ``chunk``, a bad
+        """Read one line (with a key phrase, no NUL) the general way (``yarn_lines``): its facts go to ``chunk``, a bad
         line to ``rejects``. Whether a record's facts were added (the chunk may be full)."""
-        if "\x00" in line:
-            self._reject(source, line_no, "binary data in a text log", line)
-            return False
-        if not has_key_phrase(line):
-            return False
         rec = split_record(line)
         if rec is None:
             if TS_LIKE_RE.match(line) or WRAPPED_RE.match(line):
@@ -261,7 +257,7 @@ class _YarnSession:
             elif "Starting ResourceManager" in line and chunk.last_time:
                 # Banner continuation line: the restart happened at the banner's header.
                 row = _FIELDS_OF(Fact("rm_start"))
-                chunk.add(row, chunk.last_time, chunk.last_exact, line_no, line)
+                chunk.items.append((*row, chunk.last_time, chunk.last_exact, line_no, line))
             return False  # (a continuation line never ends a chunk, as before)
         chunk.last_time, chunk.last_exact, rest = rec
         try:
@@ -270,7 +266,7 @@ class _YarnSession:
             self._reject(source, line_no, str(e), line)
             return False
         for f in facts:
-            chunk.add(_FIELDS_OF(f), chunk.last_time, chunk.last_exact, line_no, line)
+            chunk.items.append((*_FIELDS_OF(f), chunk.last_time, chunk.last_exact, line_no, line))
         return bool(facts)
 
     def _reject(self, source: Source, line_no: int, why: str, line: str) -> None:
@@ -279,39 +275,39 @@ class _YarnSession:
 
     def _flush(self, chunk: _Chunk, source: Source, file_idx: int, kinds: Counter[str]) -> None:
         """Convert the chunk's times, reject the unparsable ones, append to the fact file."""
-        if not chunk.rows:
+        if not chunk.items:
             return
-        naive, bad = _parse_times(chunk.times)
-        exact = np.array([e is not None for e in chunk.exact])
-        exact_us = np.array([e if e is not None else 0 for e in chunk.exact], dtype=np.int64)
+        cols = list(zip(*chunk.items, strict=True))  # items to columns, in C
+        naive, bad = _parse_times(cols[_TS])
+        exact = np.array([e is not None for e in cols[_EXACT]])
+        exact_us = np.array([e if e is not None else 0 for e in cols[_EXACT]], dtype=np.int64)
         # A time outside bounds.TIME (year 9999, a FILETIME of 0xFFFF...) is rejected too.
         far = ~bad & np.where(exact, ~TIME.mask_us(exact_us), ~TIME.mask(naive))
         for i in np.flatnonzero(bad | far):
             if not far[i]:
-                why = f"unparsable time {excerpt(chunk.times[i])}"
+                why = f"unparsable time {excerpt(cols[_TS][i])}"
             else:
-                why = TIME.reason(f"{chunk.exact[i]} us (TS)" if exact[i] else chunk.times[i])
-            self._reject(source, chunk.line_no[i], why, chunk.raw[i])
+                why = TIME.reason(f"{cols[_EXACT][i]} us (TS)" if exact[i] else cols[_TS][i])
+            self._reject(source, cols[_LINE_NO][i], why, cols[_RAW][i])
         bad |= far
         naive[bad] = np.datetime64("NaT")
         utc = self._to_utc(naive, exact)
-        keep = ~bad
         utc = np.where(exact, exact_us.astype("datetime64[us]"), utc)
-        idx = np.flatnonzero(keep)
-        rows = chunk.rows if len(idx) == len(chunk.rows) else [chunk.rows[i] for i in idx]
-        if not rows:
+        idx = np.flatnonzero(~bad)
+        if not len(idx):
             return
-        cols = list(zip(*rows, strict=True))  # rows to columns, in C
+        if len(idx) < len(chunk.items):
+            cols = list(zip(*(chunk.items[i] for i in idx), strict=True))
         kinds.update(cols[0])
         kinds["gpu_container"] += sum(1 for g in cols[FACT_FIELDS.index("gpus")] if g)
         arrays = [
             pa.array(c, type=_FACT_SCHEMA.field(f).type)
-            for f, c in zip(FACT_FIELDS, cols, strict=True)
+            for f, c in zip(FACT_FIELDS, cols, strict=False)
         ]
         arrays += [
             pa.array(utc[idx], type=pa.timestamp("us")).cast(UTC_TS),
             pa.array(exact[idx]),
-            pa.array(np.asarray(chunk.line_no)[idx], type=pa.int64()),
+            pa.array(cols[_LINE_NO], type=pa.int64()),
             pa.array(np.full(len(idx), file_idx, dtype=np.int32)),
         ]
         table = pa.Table.from_arrays(arrays, schema=_FACT_SCHEMA)
@@ -425,7 +421,7 @@ class _YarnSession:
             )
 
 
-def _parse_times(times: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def _parse_times(times: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """ISO strings -> naive datetime64[us]; mask of the ones that are not valid times."""
     try:
         return np.array(times, dtype="datetime64[us]"), np.zeros(len(times), dtype=bool)
