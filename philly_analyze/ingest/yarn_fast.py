@@ -6,8 +6,8 @@ in log4j's default layout::
     2017-12-08 12:36:41,227 INFO org.apache...RMAppImpl: application_1_2 State change from NEW
     to NEW_SAVING on event = START
 
-(one line), then audit lines, ``Application Attempt ... is done`` and ``Accepted
-application`` lines. ``yarn_lines`` reads a line in several steps (the header, the message by
+(one line), then audit lines, ``Assigned container``, ``Application Attempt ... is done``
+and ``Accepted application`` lines. ``yarn_lines`` reads a line in several steps (the header, the message by
 content, one regex per kind, a ``Fact`` object, bounds checks), 10 to 30 µs a line;
 ``fast_item`` reads these with one anchored regex and returns the fact's row directly.
 
@@ -28,7 +28,17 @@ import operator
 import re
 
 from philly_analyze.bounds import ATTEMPT
-from philly_analyze.ingest.yarn_lines import FACT_FIELDS, Fact, Malformed, audit_facts, rules
+from philly_analyze.ingest.yarn_lines import (
+    FACT_FIELDS,
+    Fact,
+    Malformed,
+    audit_facts,
+    bounded,
+    container_gpus,
+    machine_id,
+    node_gpus,
+    rules,
+)
 
 #: log4j's default layout: time with milliseconds, level INFO, a logger of ASCII word
 #: characters and dots (``$`` for inner classes), no blank, ``:`` or ``=`` (possessive: the
@@ -53,6 +63,14 @@ FAST_RE = re.compile(
     rf"|Accepted application (application_{_N}_{_N}) from user: ({_WORD_NO_COMMA}), in "
     rf"queue: ({_WORD_NO_COMMA})"
     ")$"
+)
+#: Printable ASCII but ``>`` (inside ``[^>]``).
+_RESOURCES = r"<[\x20-\x3d\x3f-\x7e]*>"
+#: ``yarn_lines.ASSIGNED_RE`` with its optional part present, to the end of the line.
+ASSIGNED_FAST_RE = re.compile(
+    _HEADER + rf"Assigned container (container_(?:e{_N}_)?({_N})_({_N})_({_N})_{_N}) of capacity "
+    rf"({_RESOURCES}) on host ({_WORD_NO_COMMA}), which has {_N} containers?, ({_RESOURCES}) "
+    rf"used and ({_RESOURCES}) available after allocation$"
 )
 #: An audit value: a word of printable ASCII, then words of printable ASCII without "=" after
 #: single blanks. No ``\s+[A-Z]+=`` starts inside it and it does not end in a blank, so
@@ -92,7 +110,9 @@ def fast_item(line: str, line_no: int) -> tuple[object, ...] | str | None:
     is not one of these: read it the slow way (``yarn_lines``)."""
     m = FAST_RE.match(line)
     if m is None:
-        return _audit_item(line, line_no) if "OPERATION=" in line else None
+        if "OPERATION=" in line:
+            return _audit_item(line, line_no)
+        return _assigned_item(line, line_no) if "Assigned container" in line else None
     g = m.groups()
     ts = g[0]
     iso = f"{ts[:10]}T{ts[11:19]}.{ts[20:]}"  # yarn_lines.iso_time of this layout
@@ -150,3 +170,28 @@ def _audit_item(line: str, line_no: int) -> tuple[object, ...] | str | None:
     ts = m[1]
     iso = f"{ts[:10]}T{ts[11:19]}.{ts[20:]}"
     return (*_FIELDS_OF(facts[0]), iso, None, line_no, line) if facts else iso
+
+
+def _assigned_item(line: str, line_no: int) -> tuple[object, ...] | None:
+    """``fast_item`` of an ``Assigned container`` line (``yarn_lines._container_fact``, whose
+    value checks it calls)."""
+    if "State change from" in line or "Container Transitioned from" in line:
+        return None  # parse_message reads these first
+    m = ASSIGNED_FAST_RE.match(line)
+    if m is None:
+        return None
+    ts, cid, c_ts, c_seq, c_n, cap, host, used, avail = m.groups()
+    try:
+        fact = Fact(
+            "assigned",
+            f"application_{c_ts}_{c_seq}",
+            attempt=bounded(ATTEMPT, c_n, "container's attempt"),
+            container=cid,
+            host=machine_id(host),
+            gpus=container_gpus(cap),
+            has_cap=True,
+            node_gpus=node_gpus(used, avail),
+        )
+    except Malformed:
+        return None  # the slow path rejects it with the reason
+    return (*_FIELDS_OF(fact), f"{ts[:10]}T{ts[11:19]}.{ts[20:]}", None, line_no, line)
