@@ -3,7 +3,8 @@
 All RM log files of one ``ingest`` call form one group (``grouped = True``): rolled files
 (``yarn-*-resourcemanager-*.log``, ``.log.1``, ``.log.2.gz``) arrive in any order and an
 application's lines may span files. Each file is streamed line by line; the lines that carry
-application state become *facts* (``yarn_lines.py``), buffered in chunks, their times converted
+application state become *facts* (the commonest kinds by one regex each, ``yarn_fast.py``; the
+rest by ``yarn_lines.py``), buffered in chunks, their times converted
 to UTC and written to Parquet in the batch's staging folder. ``finish()`` assembles jobs,
 attempts, placements and the scheduler events from all facts in DuckDB (``yarn_assemble.py``),
 so memory stays bounded whatever the size of the logs.
