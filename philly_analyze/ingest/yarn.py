@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 from zoneinfo import ZoneInfo
 
 import duckdb
@@ -226,11 +227,11 @@ class _YarnSession:
                 if item is None:
                     if not self._slow_line(chunk, source, line_no, line):
                         continue
-                elif type(item) is str:  # a record without facts: only its time
+                elif isinstance(item, str):  # a record without facts: only its time
                     chunk.last_time, chunk.last_exact = item, None
                     continue
                 else:
-                    chunk.last_time, chunk.last_exact = item[_TS], None
+                    chunk.last_time, chunk.last_exact = cast(str, item[_TS]), None
                     chunk.items.append(item)
                 if len(chunk.items) >= CHUNK_FACTS:
                     self._flush(chunk, source, file_idx, kinds)
