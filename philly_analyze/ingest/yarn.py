@@ -3,7 +3,8 @@
 All RM log files of one ``ingest`` call form one group (``grouped = True``): rolled files
 (``yarn-*-resourcemanager-*.log``, ``.log.1``, ``.log.2.gz``) arrive in any order and an
 application's lines may span files. Each file is streamed line by line; the lines that carry
-application state become *facts* (``yarn_lines.py``), buffered in chunks, their times converted
+application state become *facts* (the commonest kinds by one regex each, ``yarn_fast.py``; the
+rest by ``yarn_lines.py``), buffered in chunks, their times converted
 to UTC and written to Parquet in the batch's staging folder. ``finish()`` assembles jobs,
 attempts, placements and the scheduler events from all facts in DuckDB (``yarn_assemble.py``),
 so memory stays bounded whatever the size of the logs.
@@ -25,8 +26,10 @@ import operator
 import re
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 from zoneinfo import ZoneInfo
 
 import duckdb
@@ -40,6 +43,7 @@ from philly_analyze.ingest import memory
 from philly_analyze.ingest import yarn_assemble as asm
 from philly_analyze.ingest.formats import Format, IngestContext, SkipSource, SourceResult, register
 from philly_analyze.ingest.source import READ_FAILURES, Source
+from philly_analyze.ingest.yarn_fast import fast_item
 from philly_analyze.ingest.yarn_lines import (
     FACT_FIELDS,
     HEADER_RE,
@@ -157,13 +161,17 @@ class _SkipSession:
 
 @dataclass
 class _Chunk:
-    """Facts of up to CHUNK_FACTS lines, with their times still as text."""
+    """Facts of up to CHUNK_FACTS lines, one tuple each: the fact's row (FACT_FIELDS order),
+    then its time as text, the exact UTC epoch µs or None, the line number and the line."""
 
-    facts: list[Fact] = field(default_factory=list)
-    times: list[str] = field(default_factory=list)
-    exact: list[int | None] = field(default_factory=list)
-    line_no: list[int] = field(default_factory=list)
-    raw: list[str] = field(default_factory=list)
+    items: list[tuple[object, ...]] = field(default_factory=list)
+    #: The time of the file's last record read (for a banner's continuation line).
+    last_time: str = ""
+    last_exact: int | None = None
+
+
+#: Where an item's own columns start (after the fact's row).
+_TS, _EXACT, _LINE_NO, _RAW = range(len(FACT_FIELDS), len(FACT_FIELDS) + 4)
 
 
 def _fact_type(name: str) -> pa.DataType:
@@ -205,109 +213,109 @@ class _YarnSession:
         self.first = self.first or source.name
         self._latest: np.datetime64 | None = None
         kinds: Counter[str] = Counter()
-        rejected = 0
+        self._rejected = 0
         chunk = _Chunk()
-        last_time = ""
-        last_exact: int | None = None
         line_no = 0
         try:
             for line_no, line in source.text_lines(self.ctx.tracker):
                 if "\x00" in line:
-                    self.batch.reject(source.name, line_no, "binary data in a text log", line)
-                    rejected += 1
+                    self._reject(source, line_no, "binary data in a text log", line)
                     continue
-                if not has_key_phrase(line):
+                if not has_key_phrase(line):  # most chatter, one substring test
                     continue
-                rec = split_record(line)
-                if rec is None:
-                    if TS_LIKE_RE.match(line) or WRAPPED_RE.match(line):
-                        self.batch.reject(source.name, line_no, "unparsable log4j header", line)
-                        rejected += 1
-                    elif "Starting ResourceManager" in line and last_time:
-                        # Banner continuation line: the restart happened at the banner's header.
-                        self._add(chunk, [Fact("rm_start")], last_time, last_exact, line_no, line)
+                item = fast_item(line, line_no)  # the commonest lines: one regex
+                if item is None:
+                    if not self._slow_line(chunk, source, line_no, line):
+                        continue
+                elif isinstance(item, str):  # a record without facts: only its time
+                    chunk.last_time, chunk.last_exact = item, None
                     continue
-                last_time, last_exact, rest = rec
-                try:
-                    facts = parse_message(rest)
-                except Malformed as e:
-                    self.batch.reject(source.name, line_no, str(e), line)
-                    rejected += 1
-                    continue
-                if facts:
-                    self._add(chunk, facts, last_time, last_exact, line_no, line)
-                    if len(chunk.facts) >= CHUNK_FACTS:
-                        rejected += self._flush(chunk, source, file_idx, kinds)
-                        chunk = _Chunk()
+                else:
+                    chunk.last_time, chunk.last_exact = cast(str, item[_TS]), None
+                    chunk.items.append(item)
+                if len(chunk.items) >= CHUNK_FACTS:
+                    self._flush(chunk, source, file_idx, kinds)
+                    chunk = _Chunk(last_time=chunk.last_time, last_exact=chunk.last_exact)
         except READ_FAILURES as e:
-            rejected += self._flush(chunk, source, file_idx, kinds)
+            self._flush(chunk, source, file_idx, kinds)
             self.kinds.update(kinds)
             raise InputFormatError(
                 f"cannot read past this line ({(e.__cause__ or e)}); the lines before it were kept",
                 source=source.name,
                 line=line_no + 1,
             ) from e
-        rejected += self._flush(chunk, source, file_idx, kinds)
+        self._flush(chunk, source, file_idx, kinds)
         self.kinds.update(kinds)
         events = sum(kinds[k] for k in ("app", "attempt", "container"))
-        return SourceResult({"scheduler_events": events}, rejected, _provided(kinds))
+        return SourceResult({"scheduler_events": events}, self._rejected, _provided(kinds))
 
-    @staticmethod
-    def _add(
-        chunk: _Chunk, facts: list[Fact], ts: str, exact: int | None, line_no: int, raw: str
-    ) -> None:
+    def _slow_line(self, chunk: _Chunk, source: Source, line_no: int, line: str) -> bool:
+        """Read one line (with a key phrase, no NUL) the general way (``yarn_lines``): its facts go to ``chunk``, a bad
+        line to ``rejects``. Whether a record's facts were added (the chunk may be full)."""
+        rec = split_record(line)
+        if rec is None:
+            if TS_LIKE_RE.match(line) or WRAPPED_RE.match(line):
+                self._reject(source, line_no, "unparsable log4j header", line)
+            elif "Starting ResourceManager" in line and chunk.last_time:
+                # Banner continuation line: the restart happened at the banner's header.
+                row = _FIELDS_OF(Fact("rm_start"))
+                chunk.items.append((*row, chunk.last_time, chunk.last_exact, line_no, line))
+            return False  # (a continuation line never ends a chunk, as before)
+        chunk.last_time, chunk.last_exact, rest = rec
+        try:
+            facts = parse_message(rest)
+        except Malformed as e:
+            self._reject(source, line_no, str(e), line)
+            return False
         for f in facts:
-            chunk.facts.append(f)
-            chunk.times.append(ts)
-            chunk.exact.append(exact)
-            chunk.line_no.append(line_no)
-            chunk.raw.append(raw)
+            chunk.items.append((*_FIELDS_OF(f), chunk.last_time, chunk.last_exact, line_no, line))
+        return bool(facts)
 
-    def _flush(self, chunk: _Chunk, source: Source, file_idx: int, kinds: Counter[str]) -> int:
+    def _reject(self, source: Source, line_no: int, why: str, line: str) -> None:
+        self.batch.reject(source.name, line_no, why, line)
+        self._rejected += 1
+
+    def _flush(self, chunk: _Chunk, source: Source, file_idx: int, kinds: Counter[str]) -> None:
         """Convert the chunk's times, reject the unparsable ones, append to the fact file."""
-        if not chunk.facts:
-            return 0
-        naive, bad = _parse_times(chunk.times)
-        exact = np.array([e is not None for e in chunk.exact])
-        exact_us = np.array([e if e is not None else 0 for e in chunk.exact], dtype=np.int64)
+        if not chunk.items:
+            return
+        cols = list(zip(*chunk.items, strict=True))  # items to columns, in C
+        naive, bad = _parse_times(cols[_TS])
+        exact = np.array([e is not None for e in cols[_EXACT]])
+        exact_us = np.array([e if e is not None else 0 for e in cols[_EXACT]], dtype=np.int64)
         # A time outside bounds.TIME (year 9999, a FILETIME of 0xFFFF...) is rejected too.
         far = ~bad & np.where(exact, ~TIME.mask_us(exact_us), ~TIME.mask(naive))
-        rejected = 0
         for i in np.flatnonzero(bad | far):
             if not far[i]:
-                why = f"unparsable time {excerpt(chunk.times[i])}"
+                why = f"unparsable time {excerpt(cols[_TS][i])}"
             else:
-                why = TIME.reason(f"{chunk.exact[i]} us (TS)" if exact[i] else chunk.times[i])
-            self.batch.reject(source.name, chunk.line_no[i], why, chunk.raw[i])
-            rejected += 1
+                why = TIME.reason(f"{cols[_EXACT][i]} us (TS)" if exact[i] else cols[_TS][i])
+            self._reject(source, cols[_LINE_NO][i], why, cols[_RAW][i])
         bad |= far
         naive[bad] = np.datetime64("NaT")
         utc = self._to_utc(naive, exact)
-        keep = ~bad
         utc = np.where(exact, exact_us.astype("datetime64[us]"), utc)
-        idx = np.flatnonzero(keep)
-        facts = chunk.facts if len(idx) == len(chunk.facts) else [chunk.facts[i] for i in idx]
-        if not facts:
-            return rejected
-        # Transpose fact objects to columns in C (attrgetter + zip), not field by field.
-        cols = list(zip(*map(_FIELDS_OF, facts), strict=True))
+        idx = np.flatnonzero(~bad)
+        if not len(idx):
+            return
+        if len(idx) < len(chunk.items):
+            cols = list(zip(*(chunk.items[i] for i in idx), strict=True))
         kinds.update(cols[0])
         kinds["gpu_container"] += sum(1 for g in cols[FACT_FIELDS.index("gpus")] if g)
         arrays = [
             pa.array(c, type=_FACT_SCHEMA.field(f).type)
-            for f, c in zip(FACT_FIELDS, cols, strict=True)
+            for f, c in zip(FACT_FIELDS, cols, strict=False)
         ]
         arrays += [
             pa.array(utc[idx], type=pa.timestamp("us")).cast(UTC_TS),
             pa.array(exact[idx]),
-            pa.array(np.asarray(chunk.line_no)[idx], type=pa.int64()),
+            pa.array(cols[_LINE_NO], type=pa.int64()),
             pa.array(np.full(len(idx), file_idx, dtype=np.int32)),
         ]
         table = pa.Table.from_arrays(arrays, schema=_FACT_SCHEMA)
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.dir / "facts.parquet", _FACT_SCHEMA)
         self.writer.write_table(table)
-        return rejected
 
     def _to_utc(self, naive: np.ndarray, exact: np.ndarray) -> np.ndarray:
         """Wall-clock -> UTC in ``--timezone``; the repeated fall-back hour is its second
@@ -415,7 +423,7 @@ class _YarnSession:
             )
 
 
-def _parse_times(times: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def _parse_times(times: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """ISO strings -> naive datetime64[us]; mask of the ones that are not valid times."""
     try:
         return np.array(times, dtype="datetime64[us]"), np.zeros(len(times), dtype=bool)
