@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.cli_ingest import ingest, ok, one_error_line, one_job, rejects, rm_line
+from tests.cli_ingest import ingest, ok, one_error_line, one_job, rejected, rejects, rm_line
 from tests.store_query import q
 
 
@@ -21,7 +21,7 @@ def test_ganglia_csv_time_with_an_odd_offset(tmp_path: Path, store_dir: Path) ->
         "2017-10-03T00:08:30-07:00,20\n"
         "2017-10-03T00:08:45-07:00,30\n"
     )
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, 2, 1)
     assert out["rejected"] == 1
     assert rejects(store_dir) == [(2, "unparsable time '2017-10-03T00:08:15-1:00'")]
     # Lines 3 and 4 (step 15 s) both fall in minute 07:08 UTC: one row, their average.
@@ -48,7 +48,7 @@ def test_job_log_number_of_thousands_of_digits(tmp_path: Path, store_dir: Path) 
     jobs = [json.dumps(one_job(i)) for i in range(3)]
     jobs[1] = jobs[1].replace('"gpu0"', "9" * 5000)  # Python refuses ints of > 4,300 digits
     f.write_text("[" + ",\n".join(jobs) + "]\n")
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, 2, 1)
     assert out["rejected"] == 1
     assert rejects(store_dir) == [(2, "GPU name 'inf' in attempts[0].detail is not gpu<N>")]
     assert q(store_dir, "SELECT count(*) FROM jobs") == [(2,)]
@@ -66,7 +66,7 @@ def test_reasons_quoting_a_long_line_are_cut(tmp_path: Path, store_dir: Path) ->
     f.write_text(
         "time,machine_id,cpu_util\n" + "x" * 60_000 + ",m1,5\n2017-10-03 00:08:00 PDT,m1,5\n"
     )
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, 2, 1)
     assert out["rejected"] == 1
     ((line, reason),) = rejects(store_dir)
     assert line == 2 and reason.startswith("unparsable time 'xxx")
@@ -84,7 +84,7 @@ def test_gavel_scale_factor_of_hundreds_of_digits(tmp_path: Path, store_dir: Pat
     )
     thr = tmp_path / "thr.json"
     thr.write_text('{"v100": {"(\'A3C\', 1)": {"null": 11.0}}}')
-    out = ok(ingest(store_dir, trace, "--gavel-throughputs", thr))
+    out = rejected(ingest(store_dir, trace, "--gavel-throughputs", thr), trace, 2, 1)
     assert out["rejected"] == 1
     ((line, reason),) = rejects(store_dir)
     assert line == 2 and reason.startswith("scale_factor: GPUs of a job '9999")

@@ -34,7 +34,7 @@ from click.testing import CliRunner
 from philly_analyze.cli import main
 from philly_analyze.store import Store
 
-ARGS = ["--jobs", "20000", "--machines", "150", "--days", "14", "--seed", "2"]
+ARGS = ["--jobs", "20000", "--machines", "552", "--days", "14", "--seed", "2"]
 TRANSITION = re.compile(r"State change from|Transitioned from")
 
 
