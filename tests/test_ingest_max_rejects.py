@@ -141,4 +141,4 @@ def test_bad_max_rejects_is_a_usage_error(tmp_path: Path, store_dir: Path) -> No
     for bad in ("-1", "some", "1.5"):
         r = ingest(store_dir, path, "--max-rejects", bad)
         assert r.exit_code == 2, (bad, r.output)
-        assert "--max-rejects" in r.stderr
+        assert "Invalid value for '--max-rejects'" in r.stderr
