@@ -16,8 +16,8 @@ from click.testing import CliRunner, Result
 
 from philly_analyze.cli import main
 from tests import small_store
-from tests.small_store import ACCEPT_REJECT as ACCEPT
 from tests._sim_data import observed_store
+from tests.small_store import ACCEPT_REJECT as ACCEPT
 
 
 def _run(*args: object, exit_code: int = 0) -> Result:

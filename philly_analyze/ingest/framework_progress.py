@@ -297,9 +297,7 @@ def _ints(col: pa.Array, bound: Bound, missing: int = 0) -> tuple[np.ndarray, np
     empty = pc.equal(col, "").to_numpy(zero_copy_only=False)
     # Up to 18 digits always fit in int64; no bound of a counter reaches 1e18.
     whole = pc.match_substring_regex(col, r"^\d{1,18}$").to_numpy(zero_copy_only=False)
-    vals = pc.cast(pc.if_else(pa.array(whole), col, "0"), pa.int64()).to_numpy(
-        zero_copy_only=False
-    )
+    vals = pc.cast(pc.if_else(pa.array(whole), col, "0"), pa.int64()).to_numpy(zero_copy_only=False)
     vals = np.where(empty, missing, vals)
     out = ~empty & ~(whole & (vals >= bound.lo) & (vals <= bound.hi))
     return np.where(out, 0, vals), out

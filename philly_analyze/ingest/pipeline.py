@@ -211,9 +211,7 @@ def ingest_paths(
         for run in sessions.values():
             run.abandon()
     report.notes = ctx.notes + store_notes(store)
-    report.source_rejects = source_rejects(
-        store, (o.name for o in report.outcomes if not o.reread)
-    )
+    report.source_rejects = source_rejects(store, (o.name for o in report.outcomes if not o.reread))
     report.seconds = time.perf_counter() - t0
     return report
 
