@@ -144,6 +144,46 @@ def test_ganglia_json_time_of_hundreds_of_digits(tmp_path: Path, store_dir: Path
     f.write_text(
         json.dumps([{"host_name": "m47", "metric_name": "gpu0_util", "datapoints": points}])
     )
-    out = ok(ingest(store_dir, f))
-    assert out["rejected"] == 1  # the point without a usable time
+    # The point without a usable time is a rejects row (it was only counted, with no row,
+    # so the run exited 0 despite --max-rejects 0).
+    out = rejected(ingest(store_dir, f), f, None, 1)
+    assert out["rejected"] == 1
+    assert rejects(store_dir) == [
+        (None, "1 samples of m47/gpu0_util: datapoint without a finite time")
+    ]
     assert q(store_dir, "SELECT util FROM gpu_util") == [(10.0,)]
+
+
+def test_ganglia_json_datapoints_that_are_not_pairs_are_rejects(
+    tmp_path: Path, store_dir: Path
+) -> None:
+    f = tmp_path / "graph.json"
+    points = [[10, 1507014495], [20], "x", [30, 1507014555, 1]]  # 3 not [value, time]
+    f.write_text(
+        json.dumps([{"host_name": "m47", "metric_name": "gpu0_util", "datapoints": points}])
+    )
+    out = rejected(ingest(store_dir, f, "--max-rejects", "0"), f, None, 1)
+    assert out["rejected"] == 3
+    assert rejects(store_dir) == [
+        (None, "3 samples of m47/gpu0_util: datapoint that is not [value, time]")
+    ]
+    assert q(store_dir, "SELECT util FROM gpu_util") == [(10.0,)]
+
+
+def test_gmond_xml_host_name_of_a_thousand_characters(tmp_path: Path, store_dir: Path) -> None:
+    # The source's line of the summary listed its hosts in full: 1,144 characters (found by
+    # test_ingest_survives_mutants[ganglia_xml]); messages are one line of at most 400.
+    t0 = 1507014480
+    host = "x" * 1000
+    f = tmp_path / "gmond.xml"
+    f.write_text(
+        '<?xml version="1.0"?>\n<GANGLIA_XML VERSION="3.7.2" SOURCE="gmond">\n'
+        f'<CLUSTER NAME="c" LOCALTIME="{t0}">\n<HOST NAME="{host}" REPORTED="{t0}" TN="0">\n'
+        '<METRIC NAME="gpu0_util" VAL="50" TN="0"/>\n</HOST>\n</CLUSTER>\n</GANGLIA_XML>\n'
+    )
+    out = ok(ingest(store_dir, f))
+    (src,) = [s for s in out["sources"] if s["source"] == str(f)]
+    assert src["status"] == "ingested"
+    assert src["message"].startswith("1 samples, 1 series (gpu0_util) on host xxx")
+    assert len(src["message"]) <= 400 and "\n" not in src["message"]
+    assert q(store_dir, "SELECT machine_id FROM gpu_util") == [(host,)]

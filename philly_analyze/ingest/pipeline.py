@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from philly_analyze.errors import InputFormatError, UserError
+from philly_analyze.errors import InputFormatError, UserError, one_line
 from philly_analyze.ingest import memory
 from philly_analyze.ingest.formats import (
     Format,
@@ -375,7 +375,8 @@ class _GroupedRun:
             outcome = SourceOutcome(src.name, self.fmt.name, "error", e.format(), {}, 1)
         else:
             # Sources whose rows are only assembled at finish() say what they gave instead.
-            message = "" if sum(res.rows.values()) else res.provided
+            # ``provided`` may quote the file (host names): one short line.
+            message = "" if sum(res.rows.values()) else one_line(res.provided)
             outcome = SourceOutcome(
                 src.name, self.fmt.name, "ingested", message, res.rows, res.rejected
             )
