@@ -134,6 +134,10 @@ def test_ganglia_conflicts_count_and_say_so(tmp_path: Path, store_dir: Path) -> 
         "in the store's rejects table; the good rows were ingested; --max-rejects 4 accepts them)"
     ]
     assert json.loads(r.stdout)["source_rejects"]["conflicts"] == 4
+    # Re-run: the grouped files are skipped as already ingested, the same status and line.
+    again = ingest(store_dir, export, "--ganglia-host-pattern", "folder")
+    assert {s["status"] for s in json.loads(again.stdout)["sources"]} == {"skipped"}
+    assert again.exit_code == 1 and errors(again) == errors(r)
 
 
 def test_bad_max_rejects_is_a_usage_error(tmp_path: Path, store_dir: Path) -> None:
