@@ -1,7 +1,7 @@
 """20,000 jobs in every raw format, ingested as a user would (``ingest OUT``), row counts
-against the synthesizer's ground truth (slow: measured 425 s of CPU, 365 user + 60 sys, and
-938 MB peak RSS for the module, synth included, under nice on the shared 2-core machine,
-2026-12-02).
+against the synthesizer's ground truth (slow: the module, synth included, measured 430 s of
+CPU, 372.6 user + 56.9 sys, and 891 MB peak RSS with ``/usr/bin/time -v`` under ``nice -n 10``
+on the shared 2-core machine, 2026-12-02; 26 min wall there at 27% of a core).
 
 ``synth --jobs 20000 --machines 552 --days 14 --formats philly,yarn,framework,ganglia`` (the
 issue's failing command, 552 machines as the published trace; it had 150 machines before, at
