@@ -22,8 +22,9 @@ class ExitStatus(enum.IntEnum):
 
     #: The command did what was asked.
     OK = 0
-    #: Bad input (a file that cannot be read, a store that cannot be opened) or a failed run:
-    #: one line naming the file and line.
+    #: Bad input (a file that cannot be read, a store that cannot be opened; rows of the
+    #: sources of an ``ingest`` rejected beyond ``--max-rejects``, default 0, the good rows
+    #: kept) or a failed run: one line naming the file and line.
     FAILED = 1
     #: A command line that cannot mean anything (click's usage errors exit 2 too).
     USAGE = 2

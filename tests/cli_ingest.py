@@ -56,3 +56,13 @@ def one_job(i: int, gpu: str = "gpu0", submitted: str = "2017-10-01 10:00:00") -
 def rm_line(ts: str, msg: str) -> str:
     """A YARN RM log line at ``ts`` whose logger and message are ``msg`` (``Class: text``)."""
     return f"{ts} INFO {RM}.{msg}"
+
+
+def rejected(r: Result, name: Path, line: int | None, rows: int) -> dict:
+    """The JSON summary of a run whose sources hold ``rows`` rejected rows, more than
+    ``--max-rejects`` (default 0) allows: exit 1 with one line naming the first reject
+    (``name``, ``line``) and the count, the summary still on stdout (the callers check that
+    the good rows were kept)."""
+    err = one_error_line(r, name, line)
+    assert f"({rows:,} row{'s' * (rows != 1)} rejected in all" in err, err
+    return json.loads(r.stdout)

@@ -17,11 +17,12 @@ from click.testing import CliRunner, Result
 from philly_analyze.cli import main
 from tests import small_store
 from tests._sim_data import observed_store
+from tests.small_store import ACCEPT_REJECT as ACCEPT
 
 
-def _run(*args: object) -> Result:
+def _run(*args: object, exit_code: int = 0) -> Result:
     r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == exit_code, r.output
     return r
 
 
@@ -47,7 +48,9 @@ JOBS_CSV = (
 
 #: 2 jobs + their 2 attempts (one each) = 4 rows read, 2 rejected. The table lists the tables
 #: that got rows: jobs 2, attempts 2, and rejects (2 rows in the store; "rows read" counts
-#: the rows of the data tables, so 0 for rejects, as in rows_added of the JSON).
+#: the rows of the data tables, so 0 for rejects, as in rows_added of the JSON). The 2
+#: rejects exceed --max-rejects (default 0): exit 1 and one line naming line 3, after the
+#: summary.
 INGEST_TABLE = """\
 ingested <TMP>/jobs.csv (job_list_csv) 4 rows, 2 rejected
 ingest: <S> s, 2 rows rejected
@@ -58,6 +61,7 @@ ingest: <S> s, 2 rows rejected
 │ attempts │         2 │        2 │
 │ rejects  │         0 │        2 │
 └──────────┴───────────┴──────────┘
+error: <TMP>/jobs.csv:3: bad row: submit time 'not a time' is not a date and time (2 rows rejected in all, kept in the store's rejects table; the good rows were ingested; --max-rejects 2 accepts them)
 """
 
 #: The same ingest as JSON: one source, every table of the store with its rows (only jobs,
@@ -103,7 +107,16 @@ INGEST_JSON = """\
     "failures": 0,
     "rejects": 2
   },
-  "notes": []
+  "notes": [],
+  "source_rejects": {
+    "rows": 2,
+    "conflicts": 0,
+    "first": {
+      "source": "<TMP>/jobs.csv",
+      "line_no": 3,
+      "reason": "bad row: submit time 'not a time' is not a date and time"
+    }
+  }
 }
 """
 
@@ -124,20 +137,20 @@ def jobs_csv(tmp_path: Path) -> Path:
 
 
 def test_ingest_summary_table_is_pinned(jobs_csv: Path, tmp_path: Path) -> None:
-    r = _run("ingest", jobs_csv, "--store", tmp_path / "s", "--timezone", "UTC")
+    r = _run("ingest", jobs_csv, "--store", tmp_path / "s", "--timezone", "UTC", exit_code=1)
     assert r.stdout == ""  # the summary table is for people: stderr
     assert _normalized(r.stderr, tmp_path) == INGEST_TABLE
 
 
 def test_ingest_summary_json_is_pinned(jobs_csv: Path, tmp_path: Path) -> None:
     r = _run("ingest", jobs_csv, "--store", tmp_path / "s", "--timezone", "UTC", "-q",
-             "--format", "json")  # fmt: skip
+             "--format", "json", exit_code=1)  # fmt: skip
     assert _normalized(r.stdout, tmp_path) == INGEST_JSON
 
 
 def test_ingest_summary_csv_is_pinned(jobs_csv: Path, tmp_path: Path) -> None:
     r = _run("ingest", jobs_csv, "--store", tmp_path / "s", "--timezone", "UTC", "-q",
-             "--format", "csv")  # fmt: skip
+             "--format", "csv", exit_code=1)  # fmt: skip
     assert r.stdout == INGEST_CSV
 
 
@@ -257,7 +270,7 @@ _Seconds of each cause over all waits (first start and retries); undetermined: m
 
 def test_report_markdown_of_a_small_store_is_pinned(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    _run("ingest", small_store.write(tmp_path / "src"), "--store", store, "-q")
+    _run("ingest", small_store.write(tmp_path / "src"), "--store", store, "-q", *ACCEPT)
     r = _run("report", "--store", store, "--format", "md", "-q",
              "--section", "status", "--section", "queueing")  # fmt: skip
     assert _normalized(r.stdout, tmp_path) == REPORT_MD
@@ -267,7 +280,7 @@ def test_report_csv_writes_one_file_per_table(tmp_path: Path) -> None:
     """``--format csv -o DIR``: DIR/<section>_<table>.csv, the values as numbers (the same
     Table 6 as above: 4 and 1 GPU hours, 80% and 20%)."""
     store = tmp_path / "store"
-    _run("ingest", small_store.write(tmp_path / "src"), "--store", store, "-q")
+    _run("ingest", small_store.write(tmp_path / "src"), "--store", store, "-q", *ACCEPT)
     _run("report", "--store", store, "--format", "csv", "-o", tmp_path / "csv", "-q",
          "--section", "status")  # fmt: skip
     assert sorted(p.name for p in (tmp_path / "csv").iterdir()) == ["status_table6.csv"]
@@ -514,7 +527,7 @@ def test_report_output_that_disagrees_with_its_format_is_a_usage_error(
     """Before, `-o report.csv` wrote Markdown into report.csv (exit 0); now nothing is
     written and the message says how to fix the command."""
     store = tmp_path / "store"
-    _run("ingest", small_store.write(tmp_path / "src"), "--store", store, "-q")
+    _run("ingest", small_store.write(tmp_path / "src"), "--store", store, "-q", *ACCEPT)
     out = [str(tmp_path / a) if a.startswith(("report", "r.")) else a for a in args]
     r = CliRunner().invoke(main, ["report", "--store", str(store), "-q", *out])
     assert r.exit_code == 2, r.output

@@ -108,7 +108,12 @@ def test_long_and_wide_lines_in_cluster_gpu_util(
         text=True,
         timeout=120,
     )
-    assert r.returncode == 0, r.stderr
+    # The 4 rejects exceed --max-rejects 0: exit 1 naming the first, the good rows kept.
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines()[-1].startswith(
+        f"error: {f}:5: line of 200,026 bytes, longer than the 65,536 allowed: not read "
+        "(4 rows rejected in all"
+    )
     assert json.loads(r.stdout)["rejected"] == 4
     # The 8 good lines, 8 GPUs each.
     assert q(store_dir, "SELECT count(*), count(DISTINCT time) FROM gpu_util") == [(64, 8)]
@@ -144,7 +149,8 @@ def test_a_line_too_wide_with_a_bad_time_is_one_reject(tmp_path: Path, store_dir
         + _good(4)
     )
     r = CliRunner().invoke(main, ["ingest", str(f), "--store", str(store_dir), "-q"])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # 3 rejects, beyond --max-rejects 0
+    assert r.stderr.startswith(f"error: {f}:3: unparsable time 'yesterday' (3 rows rejected")
     assert q(store_dir, "SELECT line_no, reason FROM rejects ORDER BY 1") == [
         (3, "unparsable time 'yesterday'"),
         (5, "TOO MANY COLUMNS: 32 fields where 11 are declared: not read"),

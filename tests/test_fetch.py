@@ -468,7 +468,9 @@ def test_fetch_then_ingest_then_report(server: Server, tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert len(r.stdout.splitlines()) == 3
     store = tmp_path / "store"
-    r = cli("ingest", tmp_path / "data" / "trace", "--store", store, "--quiet")
+    # small_store's one deliberate reject accepted (without it: exit 1 naming it).
+    r = cli("ingest", tmp_path / "data" / "trace", "--store", store, "--quiet",
+            *small_store.ACCEPT_REJECT)  # fmt: skip
     assert r.exit_code == 0, r.output
     r = cli("report", "--store", store, "--format", "json", "--section", "status")
     assert r.exit_code == 0, r.output
@@ -507,7 +509,9 @@ def test_fetch_an_archive_then_ingest_then_report_as_the_quick_start_does(
     assert r.stdout == "trace-data.tar.gz\n"
     nxt = next(ln for ln in r.stderr.splitlines() if ln.startswith("next: "))
     assert nxt == "next: philly-analyze ingest ./trace-data.tar.gz --store philly-store"
-    r = cli(*shlex.split(nxt.removeprefix("next: philly-analyze ")), "--quiet")
+    # small_store's one deliberate reject accepted (without it: exit 1 naming it).
+    r = cli(*shlex.split(nxt.removeprefix("next: philly-analyze ")), "--quiet",
+            *small_store.ACCEPT_REJECT)  # fmt: skip
     assert r.exit_code == 0, r.output
     r = cli("report", "--store", "philly-store", "--format", "html", "-o", "report.html",
             "--figures", "figures/", "-q")  # fmt: skip

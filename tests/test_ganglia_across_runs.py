@@ -57,7 +57,12 @@ def test_a_conflicting_export_in_a_later_run_is_rejected_not_added(
         [("00:09", 40), ("00:10", 20), ("00:11", 30)],
     )
     r = ingest(store_dir, second)
-    assert r.exit_code == 0, r.output
+    # The conflict is a reject of the second file (beyond --max-rejects 0): exit 1 naming it.
+    assert r.exit_code == 1, r.output
+    assert r.stderr.splitlines()[-1].startswith(
+        f"error: {second}: conflict with the store: host m5, gpu0_util (gpu_util) at "
+    )
+    assert "(1 row rejected in all (1 of them Ganglia conflicts" in r.stderr
     out = json.loads(r.stdout)
     got = df(store_dir, "SELECT machine_id, gpu_idx, time, util FROM gpu_util ORDER BY time")
     # One row per minute: the stored 10 kept, 20 not added twice, the new minute added.

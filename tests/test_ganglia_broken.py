@@ -32,7 +32,10 @@ def test_csv_bad_rows_are_rejected(tmp_path: Path, store_dir: Path) -> None:
         "2017-10-03T00:09:30-07:00,60\n"  # 8
     )
     r = ingest(store_dir, f)
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # 3 rejects, beyond --max-rejects 0
+    assert r.stderr.splitlines()[-1].startswith(
+        f"error: {f}:3: expected 2 fields, found 3 (3 rows rejected in all"
+    )
     with Store(store_dir, read_only=True) as s:
         rej = s.df("SELECT line_no, reason FROM rejects ORDER BY line_no")
         n = s.df("SELECT count(*) AS n FROM gpu_util")["n"][0]

@@ -62,7 +62,12 @@ def test_hosts_named_in_file_names_of_one_folder(tmp_path: Path, store_dir: Path
 def test_hosts_given_one_folder_conflict_into_rejects(tmp_path: Path, store_dir: Path) -> None:
     two_hosts(tmp_path / "export")
     r = ingest(store_dir, tmp_path / "export", "--ganglia-host-pattern", "folder")
-    assert r.exit_code == 0, r.output
+    # Conflicts are rejects (beyond --max-rejects 0): exit 1 naming the first, the JSON still
+    # on stdout (the one line's whole text: test_ingest_max_rejects.py).
+    assert r.exit_code == 1, r.output
+    assert r.stderr.splitlines()[-1].startswith(
+        f"error: {tmp_path / 'export' / 'm0_gpu0_util.csv'}: conflict: samples of host export"
+    )
     out = json.loads(r.stdout)
     # Both files give host 'export' 10 and 70 for minute 07:08, 20 and 80 for 07:09: four
     # conflicting samples, none kept.
@@ -98,7 +103,8 @@ def test_two_exports_of_one_host_that_disagree(tmp_path: Path, store_dir: Path) 
     csv(tmp_path / "a" / "gpu" / "m0" / "gpu0_util.csv", "gpu0_util", 10, 20)
     csv(tmp_path / "b" / "gpu" / "m0" / "gpu0_util.csv", "gpu0_util", 11, 20)
     r = ingest(store_dir, tmp_path / "a", tmp_path / "b")
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # the 2 conflicting samples, beyond --max-rejects 0
+    assert "(2 rows rejected in all (2 of them Ganglia conflicts: values not kept)" in r.stderr
     out = json.loads(r.stdout)
     assert out["rejected"] == 2
     got = df(store_dir, "SELECT machine_id, time, util FROM gpu_util")

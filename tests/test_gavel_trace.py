@@ -141,7 +141,10 @@ def test_nine_field_layout_and_bad_lines(tmp_path: Path) -> None:
     # A byte that is not UTF-8 inside a string of the JSON (a type name) is replaced.
     thr.write_bytes(b'{"v100": {"(\'A3C\', 1)": {"null": 11.0}, "(\'B\xff\', 1)": {"null": 1}}}')
     r = ingest(tmp_path / "s", tmp_path / "t.trace", "--gavel-throughputs", thr)
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # the 3 rejects below, beyond --max-rejects 0
+    assert r.stderr.splitlines()[-1].startswith(
+        f"error: {tmp_path / 't.trace'}:3: expected 7, 9 or 10 tab-separated fields"
+    )
     assert json.loads(r.stdout)["rejected"] == 3
     got = durations(tmp_path / "s")
     assert got["t-2"][1:3] == (1, 8857 / 11.0)

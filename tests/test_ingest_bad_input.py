@@ -2,8 +2,8 @@
 ended by CR alone, CSV fields over 128 KB, an XML declaration naming an unknown encoding, and
 numbers or dates out of every range (``data/input_bounds.toml``). Each gave a traceback (or
 silently lost rows) before; now a bad row is a ``rejects`` row naming its line and the rest is
-kept (exit 0), and a file that cannot be read at all gives exit 1 with one line naming the file
-and the line."""
+kept, the run exiting 1 with one line naming the first reject (``--max-rejects`` 0), and a
+file that cannot be read at all gives exit 1 with one line naming the file and the line."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from philly_analyze.cli import main
-from tests.cli_ingest import ingest, ok, one_error_line, one_job, rejects, rm_line
+from tests.cli_ingest import ingest, ok, one_error_line, one_job, rejected, rejects, rm_line
 from tests.philly_files import write_job_log, write_machine_list
 from tests.store_query import q
 
@@ -77,7 +77,7 @@ def test_job_list_field_over_128_kb_is_a_rejected_row(tmp_path: Path, store_dir:
         f'2017-10-01 10:00:00,100,1,"{"v" * 200_000}"\n'  # line 3: one quoted 200 KB field
         "2017-10-01 10:00:00,100,2,b\n"
     )
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, 3, 1)
     assert out["rejected"] == 1
     assert rejects(store_dir) == [
         (3, "bad row: unreadable CSV line: field larger than field limit (131072)")
@@ -91,7 +91,7 @@ def test_machine_list_field_over_128_kb_is_a_rejected_row(tmp_path: Path, store_
         "machineId, number of GPUs, single GPU mem\n"
         f'm1,8, 24GB\n"{"m" * 200_000}",8, 24GB\nm2,2, 12GB\n'
     )
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, 3, 1)
     assert out["rejected"] == 1
     assert rejects(store_dir) == [
         (3, "unreadable CSV line: field larger than field limit (131072)")
@@ -140,7 +140,7 @@ def test_machine_list_absurd_gpu_counts(tmp_path: Path, store_dir: Path) -> None
         "m4,8, 1e400GB\n"  # 5: infinite memory
         "m5,8, 24GB\n"
     )
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, 2, 4)
     assert out["rejected"] == 4
     assert rejects(store_dir) == [
         (2, "GPUs of a machine '99999999999999999999' out of range (0 to 1,024)"),
@@ -154,7 +154,7 @@ def test_machine_list_absurd_gpu_counts(tmp_path: Path, store_dir: Path) -> None
 def test_job_log_gpu_names_out_of_range_reject_theone_job(tmp_path: Path, store_dir: Path) -> None:
     names = ["gpu3", "gpu99999999999999999999", "gpu-5", "gpuinf", "gpu3000000000", "gpu7"]
     f = write_job_log(tmp_path / "cluster_job_log", [one_job(i, g) for i, g in enumerate(names)])
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, 2, 4)
     assert out["rejected"] == 4
     assert rejects(store_dir) == [  # one job per line of the file
         (2, "GPU index '99999999999999999999' out of range (0 to 1,023) in attempts[0].detail"),
@@ -172,7 +172,7 @@ def test_job_log_year_9999(tmp_path: Path, store_dir: Path) -> None:
     jobs = [one_job(0), one_job(1, submitted="9999-12-31 23:59:59"), one_job(2)]
     jobs[2]["attempts"][0]["end_time"] = "9999-12-31 23:00:00"
     f = write_job_log(tmp_path / "cluster_job_log", jobs)
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, 2, 2)
     assert out["rejected"] == 2
     assert rejects(store_dir) == [
         (2, "time '9999-12-31 23:59:59' out of range (1970-01-01 to 2200-01-01) in submitted_time"),
@@ -196,7 +196,7 @@ def test_job_list_dates_and_durations_out_of_range(tmp_path: Path, store_dir: Pa
         "1960-01-01 00:00:00,100,1,100,vc1\n"  # 6: before 1970
         "2017-10-01 11:00:00,7200,2,14400,vc1\n"
     )
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, 3, 4)
     assert out["rejected"] == 4
     assert rejects(store_dir) == [
         (3, "bad row: submit time '9999-12-31 23:59:59' out of range (1970-01-01 to 2200-01-01)"),
@@ -213,7 +213,7 @@ def test_job_list_relative_time_beyond_2200_from_origin(tmp_path: Path, store_di
     f = tmp_path / "arrivals.csv"
     # 6e9 s from the 2017-10-01 origin is in 2207; 1e9 s is in 2049.
     f.write_text("arrival time (sec),duration (sec),size\n1e9,60,1\n6e9,60,1\n")
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, 3, 1)
     assert rejects(store_dir) == [
         (
             3,
@@ -234,7 +234,7 @@ def test_gavel_durations_out_of_range(tmp_path: Path, store_dir: Path) -> None:
     )
     thr = tmp_path / "thr.json"
     thr.write_text('{"v100": {"(\'A3C\', 1)": {"null": 11.0}}}')
-    out = ok(ingest(store_dir, trace, "--gavel-throughputs", thr))
+    out = rejected(ingest(store_dir, trace, "--gavel-throughputs", thr), trace, 2, 1)
     assert out["rejected"] == 1
     assert rejects(store_dir) == [
         (
@@ -287,7 +287,7 @@ def test_yarn_resources_attempts_and_dates_out_of_range(tmp_path: Path, store_di
     ]
     log = tmp_path / "yarn-rm.log"
     log.write_text("\n".join(lines) + "\n")
-    out = ok(ingest(store_dir, log))
+    out = rejected(ingest(store_dir, log), log, 2, 3)
     assert out["rejected"] == 3
     assert rejects(store_dir) == [
         (2, "time '9999-12-31T10:00:00.010' out of range (1970-01-01 to 2200-01-01)"),
@@ -312,7 +312,7 @@ def test_ganglia_tn_out_of_range(tmp_path: Path, store_dir: Path) -> None:
         '<METRIC NAME="gpu99999_util" VAL="70" TN="10"/>\n'  # GPU index beyond any machine
         "</HOST>\n</CLUSTER>\n</GANGLIA_XML>\n"
     )
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, None, 2)
     assert out["rejected"] == 2
     assert rejects(store_dir) == [
         (None, "1 samples of m1/gpu0_util: time out of range (1970-01-01 to 2200-01-01)"),
@@ -336,7 +336,7 @@ def test_framework_step_counters_and_dates_out_of_range(tmp_path: Path, store_di
         "Epoch: [99999999999][ 1/99999999999]\tLoss 1.0 (1.0)\n"  # 5: epoch x iterations > 1e12
         "INFO:tensorflow:loss = 2.1, step = 6\n"
     )
-    out = ok(ingest(store_dir, log, "--timezone", "UTC"))
+    out = rejected(ingest(store_dir, log, "--timezone", "UTC"), log, 2, 4)
     assert out["rejected"] == 4
     assert rejects(store_dir) == [
         (2, "progress line: step or epoch counter out of range (0 to 1e12)"),
@@ -348,3 +348,35 @@ def test_framework_step_counters_and_dates_out_of_range(tmp_path: Path, store_di
         (1, 2.5, 1),
         (6, 2.1, 6),
     ]
+
+
+def test_framework_counters_negative_infinite_or_fractional_are_rejects(
+    tmp_path: Path, store_dir: Path
+) -> None:
+    # Each shape's counter as a sign, inf, nan or a fraction: before, the counter's pattern
+    # (digits only) did not match and the line was passed over without a reject (and
+    # "step = 1.5" was read as step 1).
+    log = tmp_path / "framework" / "application_1_0002" / "attempt_0" / "stdout.txt"
+    log.parent.mkdir(parents=True)
+    log.write_text(
+        "INFO:tensorflow:loss = 2.5, step = 1\n"
+        "INFO:tensorflow:loss = 2.4, step = -5\n"  # 2
+        "INFO:tensorflow:global step inf: loss = 2.3\n"  # 3
+        "INFO:tensorflow:loss = 2.2, step = 1.5\n"  # 4
+        "iteration -3/ 1000 | lm loss: 1.2E+01 |\n"  # 5
+        "Epoch: [1][ -1/100]\tLoss 1.0 (1.0)\n"  # 6
+        "Epoch[nan] Train-cross-entropy=1.2\n"  # 7
+        "INFO:tensorflow:loss = 2.1, step = 8.\n"  # a sentence's dot: step 8
+    )
+    r = ingest(store_dir, log, "--timezone", "UTC", "--max-rejects", "6")
+    out = ok(r)
+    assert out["rejected"] == 6
+    counter = "progress line: step or epoch counter out of range (0 to 1e12)"
+    assert rejects(store_dir) == [(n, counter) for n in (2, 3, 4, 5, 6, 7)]
+    assert q(store_dir, "SELECT epoch, loss, line_no FROM epochs ORDER BY line_no") == [
+        (1, 2.5, 1),
+        (8, 2.1, 8),
+    ]
+    # Without --max-rejects, the default 0: exit 1 naming the first.
+    again = ingest(tmp_path / "s2", log, "--timezone", "UTC")
+    assert one_error_line(again, log, 2).startswith(f"error: {log}:2: {counter} (6 rows rejected")

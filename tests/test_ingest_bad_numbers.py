@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.cli_ingest import ingest, ok, rejects, rm_line
+from tests.cli_ingest import ingest, ok, rejected, rejects, rm_line
 from tests.store_query import q
 
 
@@ -29,7 +29,7 @@ def test_pollux_list_with_inf_nan_negative_and_huge_gpu_counts(
         "2017-10-01 10:00:00,inf,1,100,vc1\n"  # 9
         "2017-10-01 11:00:00,200,2,400,vc1\n"
     )
-    out = ok(ingest(store_dir, f, "--timezone", "UTC"))
+    out = rejected(ingest(store_dir, f, "--timezone", "UTC"), f, 3, 7)
     assert out["rejected"] == 7
     assert rejects(store_dir) == [
         (3, "bad row: GPUs 'inf' is not a whole number"),
@@ -74,7 +74,7 @@ def test_yarn_gpu_counts_that_are_not_whole_numbers(tmp_path: Path, store_dir: P
     ]
     log = tmp_path / "yarn-rm.log"
     log.write_text("\n".join(lines) + "\n")
-    out = ok(ingest(store_dir, log, "--timezone", "UTC"))
+    out = rejected(ingest(store_dir, log, "--timezone", "UTC"), log, 3, 5)
     cap = "<memory:{}, vCores:1, yarn.io/gpu: {}>"
     assert rejects(store_dir) == [
         (3, f"yarn.io/gpu in '{cap.format(2048, -1)}' is not a whole number"),
@@ -104,7 +104,7 @@ def test_ganglia_tn_inf_nan_negative(tmp_path: Path, store_dir: Path) -> None:
         '<METRIC NAME="gpu5_util" VAL="95"/>\n'  # no TN: read just now
         "</HOST>\n</CLUSTER>\n</GANGLIA_XML>\n"
     )
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, None, 4)
     assert out["rejected"] == 4
     why = "is not a whole number of seconds >= 0"
     assert rejects(store_dir) == [

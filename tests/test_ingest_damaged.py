@@ -85,8 +85,11 @@ def test_impossible_calendar_time_is_a_rejected_row(tmp_path: Path, store_dir: P
     jobs[1]["submitted_time"] = "2017-02-30 10:00:00"
     f = write_job_log(tmp_path / "cluster_job_log", jobs)
     r = ingest(f, "--store", store_dir)
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # a reject, beyond --max-rejects 0; the others kept
     assert "1 rejected" in r.stderr
+    assert f"error: {f}:2: impossible time '2017-02-30 10:00:00' in submitted_time (1 row" in (
+        r.stderr
+    )
     assert q(store_dir, "SELECT line_no, reason FROM rejects") == [
         (2, "impossible time '2017-02-30 10:00:00' in submitted_time")
     ]
@@ -97,7 +100,7 @@ def test_gpus_must_be_a_list(tmp_path: Path, store_dir: Path) -> None:
     jobs = _jobs(2)
     jobs[0]["attempts"][0]["detail"][0]["gpus"] = "gpu0"
     f = write_job_log(tmp_path / "cluster_job_log", jobs)
-    r = ingest(f, "--store", store_dir)
+    r = ingest(f, "--store", store_dir, "--max-rejects", "1")  # the bad job accepted
     assert r.exit_code == 0 and "1 rejected" in r.stderr
     assert q(store_dir, "SELECT count(*) FROM jobs") == [(1,)]
 

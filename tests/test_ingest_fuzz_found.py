@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.cli_ingest import ingest, ok, one_error_line, one_job, rejects, rm_line
+from tests.cli_ingest import ingest, ok, one_error_line, one_job, rejected, rejects, rm_line
 from tests.store_query import q
 
 
@@ -21,7 +21,7 @@ def test_ganglia_csv_time_with_an_odd_offset(tmp_path: Path, store_dir: Path) ->
         "2017-10-03T00:08:30-07:00,20\n"
         "2017-10-03T00:08:45-07:00,30\n"
     )
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, 2, 1)
     assert out["rejected"] == 1
     assert rejects(store_dir) == [(2, "unparsable time '2017-10-03T00:08:15-1:00'")]
     # Lines 3 and 4 (step 15 s) both fall in minute 07:08 UTC: one row, their average.
@@ -48,7 +48,7 @@ def test_job_log_number_of_thousands_of_digits(tmp_path: Path, store_dir: Path) 
     jobs = [json.dumps(one_job(i)) for i in range(3)]
     jobs[1] = jobs[1].replace('"gpu0"', "9" * 5000)  # Python refuses ints of > 4,300 digits
     f.write_text("[" + ",\n".join(jobs) + "]\n")
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, 2, 1)
     assert out["rejected"] == 1
     assert rejects(store_dir) == [(2, "GPU name 'inf' in attempts[0].detail is not gpu<N>")]
     assert q(store_dir, "SELECT count(*) FROM jobs") == [(2,)]
@@ -66,7 +66,7 @@ def test_reasons_quoting_a_long_line_are_cut(tmp_path: Path, store_dir: Path) ->
     f.write_text(
         "time,machine_id,cpu_util\n" + "x" * 60_000 + ",m1,5\n2017-10-03 00:08:00 PDT,m1,5\n"
     )
-    out = ok(ingest(store_dir, f))
+    out = rejected(ingest(store_dir, f), f, 2, 1)
     assert out["rejected"] == 1
     ((line, reason),) = rejects(store_dir)
     assert line == 2 and reason.startswith("unparsable time 'xxx")
@@ -84,7 +84,7 @@ def test_gavel_scale_factor_of_hundreds_of_digits(tmp_path: Path, store_dir: Pat
     )
     thr = tmp_path / "thr.json"
     thr.write_text('{"v100": {"(\'A3C\', 1)": {"null": 11.0}}}')
-    out = ok(ingest(store_dir, trace, "--gavel-throughputs", thr))
+    out = rejected(ingest(store_dir, trace, "--gavel-throughputs", thr), trace, 2, 1)
     assert out["rejected"] == 1
     ((line, reason),) = rejects(store_dir)
     assert line == 2 and reason.startswith("scale_factor: GPUs of a job '9999")
@@ -144,6 +144,46 @@ def test_ganglia_json_time_of_hundreds_of_digits(tmp_path: Path, store_dir: Path
     f.write_text(
         json.dumps([{"host_name": "m47", "metric_name": "gpu0_util", "datapoints": points}])
     )
-    out = ok(ingest(store_dir, f))
-    assert out["rejected"] == 1  # the point without a usable time
+    # The point without a usable time is a rejects row (it was only counted, with no row,
+    # so the run exited 0 despite --max-rejects 0).
+    out = rejected(ingest(store_dir, f), f, None, 1)
+    assert out["rejected"] == 1
+    assert rejects(store_dir) == [
+        (None, "1 samples of m47/gpu0_util: datapoint without a finite time")
+    ]
     assert q(store_dir, "SELECT util FROM gpu_util") == [(10.0,)]
+
+
+def test_ganglia_json_datapoints_that_are_not_pairs_are_rejects(
+    tmp_path: Path, store_dir: Path
+) -> None:
+    f = tmp_path / "graph.json"
+    points = [[10, 1507014495], [20], "x", [30, 1507014555, 1]]  # 3 not [value, time]
+    f.write_text(
+        json.dumps([{"host_name": "m47", "metric_name": "gpu0_util", "datapoints": points}])
+    )
+    out = rejected(ingest(store_dir, f, "--max-rejects", "0"), f, None, 1)
+    assert out["rejected"] == 3
+    assert rejects(store_dir) == [
+        (None, "3 samples of m47/gpu0_util: datapoint that is not [value, time]")
+    ]
+    assert q(store_dir, "SELECT util FROM gpu_util") == [(10.0,)]
+
+
+def test_gmond_xml_host_name_of_a_thousand_characters(tmp_path: Path, store_dir: Path) -> None:
+    # The source's line of the summary listed its hosts in full: 1,144 characters (found by
+    # test_ingest_survives_mutants[ganglia_xml]); messages are one line of at most 400.
+    t0 = 1507014480
+    host = "x" * 1000
+    f = tmp_path / "gmond.xml"
+    f.write_text(
+        '<?xml version="1.0"?>\n<GANGLIA_XML VERSION="3.7.2" SOURCE="gmond">\n'
+        f'<CLUSTER NAME="c" LOCALTIME="{t0}">\n<HOST NAME="{host}" REPORTED="{t0}" TN="0">\n'
+        '<METRIC NAME="gpu0_util" VAL="50" TN="0"/>\n</HOST>\n</CLUSTER>\n</GANGLIA_XML>\n'
+    )
+    out = ok(ingest(store_dir, f))
+    (src,) = [s for s in out["sources"] if s["source"] == str(f)]
+    assert src["status"] == "ingested"
+    assert src["message"].startswith("1 samples, 1 series (gpu0_util) on host xxx")
+    assert len(src["message"]) <= 400 and "\n" not in src["message"]
+    assert q(store_dir, "SELECT machine_id FROM gpu_util") == [(host,)]

@@ -70,9 +70,10 @@ def _tables(store: Path) -> dict[str, pd.DataFrame]:
 def test_a_small_limit_finishes_in_parts_with_the_rows_of_one_pass(tmp_path: Path) -> None:
     export = _long_host(tmp_path)
     small, large = tmp_path / "small", tmp_path / "large"
-    r = ingest(small, export, "--memory-limit", "8MB")
+    # The six conflicting samples below are made on purpose: accepted (--max-rejects 6).
+    r = ingest(small, export, "--memory-limit", "8MB", "--max-rejects", "6")
     assert r.exit_code == 0, r.output
-    r2 = ingest(large, export, "--memory-limit", "2GB")
+    r2 = ingest(large, export, "--memory-limit", "2GB", "--max-rejects", "6")
     assert r2.exit_code == 0, r2.output
     a, b = _tables(small), _tables(large)
     for t in a:

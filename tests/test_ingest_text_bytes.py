@@ -137,7 +137,11 @@ def test_yarn_log_with_a_bad_byte_in_its_first_8_kb_is_read(
         + _event("10:00:01,000", "SUBMITTED", "ACCEPTED")
     )
     r = ingest(store_dir, log)
-    assert r.exit_code == 0, r.output
+    # A line the bad bytes make unreadable is a reject: beyond --max-rejects 0, exit 1.
+    assert r.exit_code == (1 if rejects else 0), r.output
+    if rejects:
+        line, reason = rejects[0]
+        assert r.stderr.splitlines()[-1].startswith(f"error: {log}:{line}: {reason} (")
     src = source(r, "yarn-rm.log")
     assert src["status"] == "ingested"
     got = (src["not_text_bytes"], src["not_text_lines"], src["first_not_text_line"])
@@ -189,7 +193,8 @@ def test_a_hole_of_nul_bytes_is_one_bad_line(tmp_path: Path, store_dir: Path) ->
     log.write_bytes(filler + b"\x00" * 4096 + b"\n" + _event("10:00:10,000", "NEW", "NEW_SAVING"))
     assert binary_share(log.read_bytes()) == 0.0
     r = ingest(store_dir, log)
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # the NUL line is a reject, beyond --max-rejects 0
+    assert r.stderr.splitlines()[-1].startswith(f"error: {log}:11: binary data in a text log (")
     src = source(r, "yarn-rm.log")
     got = (src["not_text_bytes"], src["not_text_lines"], src["first_not_text_line"])
     assert got == (4096, 1, 11)

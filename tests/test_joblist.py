@@ -43,7 +43,10 @@ def test_job_list_columns_ids_status_and_rejects(tmp_path: Path) -> None:
     r = CliRunner().invoke(
         main, ["ingest", str(f), "--store", str(tmp_path / "s"), "--timezone", "UTC", "--json"]
     )
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # x2 and x3 rejected, beyond --max-rejects 0
+    assert r.stderr.splitlines()[-1].startswith(
+        f"error: {f}:3: bad row: submit time 'not a time' is not a date and time (2 rows"
+    )
     assert json.loads(r.stdout)["rejected"] == 2
     with Store(tmp_path / "s", read_only=True) as st:
         got = st.con.execute(
@@ -72,8 +75,9 @@ def test_submit_seconds_from_an_origin(tmp_path: Path) -> None:
     )
     r = CliRunner().invoke(
         main,
-        ["ingest", str(f), "--store", str(tmp_path / "s"), "--json", "--origin", ORIGIN_PDT],
-    )
+        ["ingest", str(f), "--store", str(tmp_path / "s"), "--json", "--origin", ORIGIN_PDT,
+         "--max-rejects", "3"],  # the three bad rows below are made on purpose
+    )  # fmt: skip
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["rejected"] == 3

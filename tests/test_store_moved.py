@@ -78,7 +78,8 @@ def test_plain_duckdb_fails_on_a_moved_store_until_a_command_opens_it(
         ["info"],
         ["report", "--format", "json", "--section", "status"],
         ["replay", "--policy", "fifo", "--out", "{tmp}/replayed", "--format", "json"],
-        ["ingest", "{src}", "--quiet"],
+        # The store's one reject is its source's (small_store): accepted, as when made.
+        ["ingest", "{src}", "--quiet", *small_store.ACCEPT_REJECT],
         ["sweep", "--policy", "fifo", "--workers", "1", "--format", "json", "--quiet"],
     ],
     ids=["info", "report", "replay", "ingest", "sweep"],

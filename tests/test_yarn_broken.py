@@ -45,7 +45,9 @@ def test_bad_lines_are_rejected_with_line_numbers(tmp_path: Path, store_dir: Pat
     log = tmp_path / "rm.log"
     log.write_bytes(("\n".join(filler + lines) + "\n").encode("utf-8"))
     r = ingest(store_dir, log)
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # the 4 rejects below, beyond --max-rejects 0
+    assert r.stderr.splitlines()[-1].startswith(f"error: {log}:202: ")
+    assert "(4 rows rejected in all" in r.stderr
     out = json.loads(r.stdout)
     assert out["rejected"] == 4
     with Store(store_dir, read_only=True) as s:

@@ -19,6 +19,7 @@ from philly_analyze.ingest.formats import IngestContext, get_format, load_format
 from philly_analyze.ingest.framework_ids import JOB_KEYS
 from philly_analyze.ingest.ganglia_hosts import parse_host_pattern
 from philly_analyze.ingest.pipeline import IngestReport, check_report, ingest_paths
+from philly_analyze.ingest.reject_limit import check_rejects, parse_max_rejects
 from philly_analyze.progress import human_bytes, stderr_console, track
 from philly_analyze.report import FORMATS
 from philly_analyze.store import Store, created_or_nothing
@@ -52,6 +53,13 @@ def _memory_limit(ctx: click.Context, param: click.Parameter, value: str | None)
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
     return limit
+
+
+def _max_rejects(ctx: click.Context, param: click.Parameter, value: str) -> int | None:
+    try:
+        return parse_max_rejects(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
 
 
 def _host_pattern(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -89,12 +97,19 @@ Examples:
       --store rfold-store
   philly-analyze ingest slurm-logs/ --framework-job-key filename --store slurm-store
   philly-analyze ingest logs/ --memory-limit 1GB
+  philly-analyze ingest rm.log --max-rejects 100 --store rm-store
   philly-analyze ingest sample_data/ --store demo-store --format json | jq .rows_in_store
   philly-analyze ingest sample_data/ --store demo-store --format csv > rows.csv
 
 \b
 Another cluster's jobs (Gavel's, RFold's, a Slurm cluster's logs) go to a store of their own:
 ingested into the Philly trace's store they would mix with its jobs (and stretch its span).
+
+\b
+Rows that cannot be read (or hold a value out of its bound, or a Ganglia value that conflicts
+with another) go to the store's rejects table and the good rows are ingested; then, if the
+sources named (those skipped as already ingested included) have more rejected rows than
+--max-rejects, ingest exits 1 with one line naming the first (FILE:LINE: REASON).
 
 \b
 --format json prints the summary on stdout (it was --json, still accepted). --format with an
@@ -180,6 +195,15 @@ input format's name is the former spelling of --input-format, still accepted.
     f"else a quarter of this machine's memory between {human_bytes(memory.DEFAULT_MIN)} and "
     f"{human_bytes(memory.DEFAULT_MAX)} (here {human_bytes(memory.default_limit())}).",
 )
+@click.option(
+    "--max-rejects",
+    default="0",
+    show_default=True,
+    metavar="N|all",
+    callback=_max_rejects,
+    help="Rejected rows (in the store's rejects table, Ganglia conflicts included) the sources "
+    "named may have before ingest exits 1; the good rows are kept either way. 'all': no limit.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Deprecated: --format json.")
 @click.option(
     "-v", "--verbose", is_flag=True, help="A line for every file (grouped formats are folded)."
@@ -200,6 +224,7 @@ def command(
     gavel_throughputs: Path | None,
     gavel_gpu: str,
     memory_limit: int,
+    max_rejects: int | None,
     as_json: bool,
     verbose: bool,
     quiet: bool,
@@ -210,7 +235,8 @@ def command(
     the published trace-data.tar.gz (streamed, never extracted). Formats are detected from the
     content and printed (files of grouped formats, such as a folder of framework logs, are
     folded into one line per format unless --verbose). Re-running on the same files changes
-    nothing; --replace re-reads them.
+    nothing; --replace re-reads them. Rows that cannot be read are kept apart (rejects); more
+    of them than --max-rejects (default 0) make the exit status 1, the good rows kept.
     """
     check_timezone(timezone)
     console = stderr_console()
@@ -241,6 +267,7 @@ def command(
     printer.flush()
     _summary(report, counts, summary, console, quiet)
     check_report(report)
+    check_rejects(report.source_rejects, max_rejects)
 
 
 def _summary(

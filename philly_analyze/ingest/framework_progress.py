@@ -51,6 +51,11 @@ CHUNK_BYTES = 8 << 20
 MAX_LINE_BYTES = 8 << 20
 
 NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?)"
+#: An epoch, step or iteration counter as printed: any number, so that one that is not a
+#: whole number in its bound (``-5``, ``inf``, ``1.5``) is a progress line to reject, not a
+#: line passed over (``\d+`` alone skipped ``step = -5`` and read ``step = 1.5`` as 1). A dot
+#: with no digit after it is not taken: ``step = 100.`` ends a sentence.
+CNT = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?)"
 #: Rank tag and time stamp at the start of a line (every group optional: always matches).
 HEAD = (
     r"^(?:MPI Rank (?P<r_mpi>\d+): |\[\d+,(?P<r_ompi>\d+)\]<std(?:out|err)>:"
@@ -85,37 +90,37 @@ SHAPES: tuple[Shape, ...] = (
         "cntk",
         "epoch",
         "Finished Epoch[",
-        rf"Finished Epoch\[\s*(?P<epoch>\d+) of \d+\]: \[Training(?: Set)?\] [^=\s]+ = (?P<loss>{NUM})",
+        rf"Finished Epoch\[\s*(?P<epoch>{CNT}) of \d+\]: \[Training(?: Set)?\] [^=\s]+ = (?P<loss>{NUM})",
     ),
     Shape(
         "tensorflow",
         "step",
         "INFO:tensorflow:loss = ",
-        rf"INFO:tensorflow:loss = (?P<loss>{NUM}), step = (?P<epoch>\d+)",
+        rf"INFO:tensorflow:loss = (?P<loss>{NUM}), step = (?P<epoch>{CNT})",
     ),
     Shape(
         "tf-slim",
         "step",
         "INFO:tensorflow:global step ",
-        rf"INFO:tensorflow:global step (?P<epoch>\d+): loss = (?P<loss>{NUM})",
+        rf"INFO:tensorflow:global step (?P<epoch>{CNT}): loss = (?P<loss>{NUM})",
     ),
     Shape(
         "pytorch",
         "step",
         "Epoch: [",
-        rf"Epoch: \[(?P<epoch>\d+)\]\[\s*(?P<iter>\d+)/(?P<iters>\d+)\].*?\bLoss\s+(?P<loss>{NUM})",
+        rf"Epoch: \[(?P<epoch>{CNT})\]\[\s*(?P<iter>{CNT})/(?P<iters>{CNT})\].*?\bLoss\s+(?P<loss>{NUM})",
     ),
     Shape(
         "megatron",
         "step",
         "iteration ",
-        rf"\biteration\s+(?P<epoch>\d+)/\s*\d+ \|.*?\blm loss: (?P<loss>{NUM})",
+        rf"\biteration\s+(?P<epoch>{CNT})/\s*\d+ \|.*?\blm loss: (?P<loss>{NUM})",
     ),
     Shape(
         "mxnet",
         "epoch",
         "] Train-",
-        r"(?:Node\[(?P<rank>\d+)\] )?Epoch\[(?P<epoch>\d+)\] "
+        rf"(?:Node\[(?P<rank>\d+)\] )?Epoch\[(?P<epoch>{CNT})\] "
         rf"Train-(?:cross-entropy|ce|loss|nll-loss|nll_loss|softmax-ce|mse)=(?P<loss>{NUM})",
     ),
 )
@@ -286,18 +291,15 @@ STAMPS = ("t_us", "t_iso", "t_frac")
 
 
 def _ints(col: pa.Array, bound: Bound, missing: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Digits-only strings -> int64 ('' for a group that did not take part -> ``missing``),
-    and where they lie outside ``bound`` (those values are 0; ``missing`` is not outside).
-    Numbers too long for int64 are never cast."""
-    filled = pc.if_else(pc.equal(col, ""), str(missing), col)
-    try:
-        vals = pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False)
-        long = np.zeros(len(vals), dtype=bool)
-    except pa.ArrowInvalid:  # a number beyond int64: rare, so checked only then
-        long = pc.greater(pc.utf8_length(filled), 15).to_numpy(zero_copy_only=False)
-        filled = pc.if_else(pa.array(long), "0", filled)
-        vals = pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False)
-    out = long | ~((vals >= bound.lo) & (vals <= bound.hi) | (vals == missing))
+    """Counter strings -> int64 ('' for a group that did not take part -> ``missing``), and
+    which are not a whole number within ``bound`` (those values are 0; ``missing`` is not
+    outside): a sign, a fraction, an exponent, inf, nan or more digits than int64 holds."""
+    empty = pc.equal(col, "").to_numpy(zero_copy_only=False)
+    # Up to 18 digits always fit in int64; no bound of a counter reaches 1e18.
+    whole = pc.match_substring_regex(col, r"^\d{1,18}$").to_numpy(zero_copy_only=False)
+    vals = pc.cast(pc.if_else(pa.array(whole), col, "0"), pa.int64()).to_numpy(zero_copy_only=False)
+    vals = np.where(empty, missing, vals)
+    out = ~empty & ~(whole & (vals >= bound.lo) & (vals <= bound.hi))
     return np.where(out, 0, vals), out
 
 

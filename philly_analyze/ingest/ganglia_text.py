@@ -224,13 +224,17 @@ def read_ganglia_json(source: Source, sink: Sink, ctx: IngestContext, batch: Bat
             )
             st.rejected += 1
             continue
+        h, m = str(host), str(metric)
         points = [p for p in obj["datapoints"] if isinstance(p, list) and len(p) == 2]
-        st.rejected += len(obj["datapoints"]) - len(points)
+        # Refused samples become rejects rows (one per series and reason) and are counted
+        # there; they were once only counted, with no row saying which.
+        sink.refuse(
+            h, m, "datapoint that is not [value, time]", len(obj["datapoints"]) - len(points)
+        )
         ts = np.array([_num_or_nan(p[1]) for p in points], dtype=np.float64)
         values = np.array([_num_or_nan(p[0]) for p in points], dtype=np.float64)
         ok = np.isfinite(ts)
-        st.rejected += int((~ok).sum())  # a point without a time
-        h, m = str(host), str(metric)
+        sink.refuse(h, m, "datapoint without a finite time", int((~ok).sum()))
         far = ok & ~TIME.mask_us(ts * US)
         sink.refuse(
             h, m, f"time out of range ({TIME_RANGE})", int((far & np.isfinite(values)).sum())

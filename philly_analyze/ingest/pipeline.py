@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from philly_analyze.errors import InputFormatError, UserError
+from philly_analyze.errors import InputFormatError, UserError, one_line
 from philly_analyze.ingest import memory
 from philly_analyze.ingest.formats import (
     Format,
@@ -31,6 +31,7 @@ from philly_analyze.ingest.formats import (
     load_formats,
 )
 from philly_analyze.ingest.listing import listed, sources
+from philly_analyze.ingest.reject_limit import SourceRejects, source_rejects
 from philly_analyze.ingest.run_progress import RunProgress
 from philly_analyze.ingest.source import Source, file_source
 from philly_analyze.ingest.textbytes import (
@@ -59,6 +60,9 @@ class SourceOutcome:
     not_text_bytes: int = 0
     not_text_lines: int = 0
     first_not_text_line: int | None = None
+    #: Read again because its group's batch was rebuilt, not named in this call: its rejects
+    #: do not count against ``--max-rejects`` (``reject_limit``).
+    reread: bool = False
 
     def damage(self) -> str:
         """'3 bytes not text on 2 lines (first: line 17)', or ''."""
@@ -75,6 +79,9 @@ class IngestReport:
     outcomes: list[SourceOutcome] = field(default_factory=list)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: The store's ``rejects`` rows of the sources named in this call, this call's and those
+    #: of earlier calls that read the sources skipped now (``reject_limit``).
+    source_rejects: SourceRejects = field(default_factory=SourceRejects)
 
     @property
     def errors(self) -> list[SourceOutcome]:
@@ -204,6 +211,7 @@ def ingest_paths(
         for run in sessions.values():
             run.abandon()
     report.notes = ctx.notes + store_notes(store)
+    report.source_rejects = source_rejects(store, (o.name for o in report.outcomes if not o.reread))
     report.seconds = time.perf_counter() - t0
     return report
 
@@ -367,7 +375,8 @@ class _GroupedRun:
             outcome = SourceOutcome(src.name, self.fmt.name, "error", e.format(), {}, 1)
         else:
             # Sources whose rows are only assembled at finish() say what they gave instead.
-            message = "" if sum(res.rows.values()) else res.provided
+            # ``provided`` may quote the file (host names): one short line.
+            message = "" if sum(res.rows.values()) else one_line(res.provided)
             outcome = SourceOutcome(
                 src.name, self.fmt.name, "ingested", message, res.rows, res.rejected
             )
@@ -414,6 +423,7 @@ class _GroupedRun:
                 o = self.feed(src, prev)
                 again = "read again: its batch was rebuilt"
                 o.message = f"{again}; {o.message}" if o.message else again
+                o.reread = True
                 out.append(o)
 
     def finish(self) -> list[SourceOutcome]:

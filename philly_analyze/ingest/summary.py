@@ -1,6 +1,7 @@
 """What ``ingest`` prints when it is done, as a document of the output layer
 (``philly_analyze.report``): rows read and rows in the store per table, and in json the
-summary object of docs (seconds, rejected, sources[], rows_added, rows_in_store, notes)."""
+summary object of docs (seconds, rejected, sources[], rows_added, rows_in_store, notes,
+source_rejects)."""
 
 from __future__ import annotations
 
@@ -70,4 +71,5 @@ def summary_json(report: IngestReport, counts: dict[str, int]) -> dict[str, Any]
         "rows_added": report.rows_by_table(),
         "rows_in_store": counts,
         "notes": report.notes,
+        "source_rejects": report.source_rejects.as_json(),
     }
