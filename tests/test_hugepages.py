@@ -13,12 +13,17 @@ import pytest
 from tests._sim_data import observed_store
 
 STATUS = Path("/proc/self/status")
-SHOW = "print([ln for ln in open('/proc/self/status') if 'THP_enabled' in ln][0].split()[1])"
+SHOW = (
+    "print('THP=' + [ln for ln in open('/proc/self/status') if 'THP_enabled' in ln][0].split()[1])"
+)
+#: Huge pages back on in the child: the flag is inherited, and a replay run in-process by an
+#: earlier test (CliRunner) turned it off for the test process.
+ALLOW = "import ctypes; ctypes.CDLL(None).prctl(41, 0, 0, 0, 0); "
 
 
-def run(code: str) -> str:
+def run(code: str) -> list[str]:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return p.stdout.strip().splitlines()[-1]
+    return [ln[4:] for ln in p.stdout.split() if ln.startswith("THP=")]
 
 
 @pytest.mark.skipif(
@@ -26,11 +31,10 @@ def run(code: str) -> str:
     reason="the kernel does not report THP_enabled",
 )
 def test_replay_runs_without_transparent_huge_pages(tmp_path: Path) -> None:
-    assert run(SHOW) == "1"
     store = observed_store(tmp_path / "s")
     code = (
-        "from philly_analyze.cli import main; "
+        f"{ALLOW}{SHOW}; from philly_analyze.cli import main; "
         f"main(['replay', '--store', {str(store)!r}, '--policy', 'philly', '-q'], "
         f"standalone_mode=False); {SHOW}"
     )
-    assert run(code) == "0"
+    assert run(code) == ["1", "0"]
