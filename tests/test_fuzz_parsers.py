@@ -9,12 +9,12 @@ commit into a store whose views are then queried).
 
 ``PHILLY_FUZZ_EXAMPLES`` (default 10000) and ``PHILLY_FUZZ_INGEST_EXAMPLES`` (default 60) set
 the numbers of cases. Measured cost of the whole module on this project's 2-core machine
-(``pytest -n 2 -m slow tests/test_fuzz_parsers.py`` under ``nice -n 10`` and
-``/usr/bin/time -v``, other jobs sharing the cores), 2026-12-02, at
-``PHILLY_FUZZ_EXAMPLES=2000`` and the default 60 ingest cases: 487 s of CPU (456.5 user + 30.1
-sys), peak RSS 338 MB (the largest process), 18.6 min wall; 36 passed. The default 10,000
-was not run end to end then: it did not fit that session's time box. (A first run at 2,000
-found a summary message of 1,144 characters: ``test_ingest_fuzz_found.py``.)
+(``pytest -n 2 -m slow -p no:randomly tests/test_fuzz_parsers.py`` under ``/usr/bin/time -v``,
+nothing else running), 2026-12-02, at the default 10,000 cases per format and 60 ingest cases:
+1,679 s of CPU (1,584.7 user + 94.6 sys), peak RSS 475 MB (the largest process), 16 min 26 s
+wall; 36 passed. An earlier run at ``PHILLY_FUZZ_EXAMPLES=2000`` (487 s of CPU, other jobs
+sharing the cores) found a summary message of 1,144 characters
+(``test_ingest_fuzz_found.py``).
 """
 
 from __future__ import annotations
