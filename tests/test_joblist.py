@@ -138,3 +138,33 @@ def test_rfold_arrivals(reference: Path, store_dir: Path) -> None:
     assert n == 111_549
     assert row == (datetime(2017, 10, 1, tzinfo=UTC).timestamp() + 266_563, 1, 3_222_990.0)
     assert span == 11_176_511  # the last arrival (the first is 0): 129.4 days
+
+
+def test_datetimes_with_an_offset_are_instants(tmp_path: Path) -> None:
+    """A submit time that names its UTC offset is that instant; only times without one are
+    read in --timezone. Worked out by hand: 07:01:55+05:00 is 02:01:55 UTC; 06:13:03 in
+    US/Pacific (PDT, UTC-7, in October) is 13:13:03 UTC, as is 06:13:03-0700; ``Z`` is
+    UTC. The old reading gave 09:01:55 for the first (numpy made it 02:01:55, then the list's
+    zone was applied on top) and printed numpy's warning."""
+    f = tmp_path / "tz.csv"
+    f.write_text(
+        "timestamp,duration,num_gpus\n"
+        "2017-10-09 07:01:55+05:00,60,1\n"
+        "2017-10-09 06:13:03,60,1\n"
+        "2017-10-09T06:13:03.5Z,60,1\n"
+        "2017-10-09 06:13:03-0700,60,1\n"
+    )
+    r = CliRunner().invoke(
+        main,
+        ["ingest", str(f), "--store", str(tmp_path / "s"), "-q", "--timezone", "US/Pacific"],
+    )
+    assert r.exit_code == 0, r.output
+    assert "Warning" not in (r.stderr or "")
+    with Store(tmp_path / "s", read_only=True) as st:
+        got = dict(st.con.execute("SELECT job_id, submit_time FROM jobs").fetchall())
+    assert got == {
+        "tz-2": datetime(2017, 10, 9, 2, 1, 55, tzinfo=UTC),
+        "tz-3": datetime(2017, 10, 9, 13, 13, 3, tzinfo=UTC),
+        "tz-4": datetime(2017, 10, 9, 6, 13, 3, 500_000, tzinfo=UTC),
+        "tz-5": datetime(2017, 10, 9, 13, 13, 3, tzinfo=UTC),
+    }

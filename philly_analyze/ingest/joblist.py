@@ -32,6 +32,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -310,7 +311,7 @@ class _CsvSession:
             t = _datetime_text(text)
             if t is None:
                 raise ValueError(f"submit time {excerpt(text)} is not a date and time")
-            if not TIME.mask(np.array([t], dtype="datetime64[us]"))[0]:
+            if not TIME.mask(np.array([_as_datetime64(t)[0]]))[0]:
                 raise OutOfRange(f"submit {TIME.reason(text)}")
             return t
         v = _number(text)
@@ -330,8 +331,15 @@ class _CsvSession:
             origin = np.datetime64(self.ctx.origin.replace(tzinfo=None), "us")
             us = np.round(np.asarray(submit, dtype=np.float64) * 1e6)
             return origin + us.astype("timedelta64[us]")
-        utc, _ = localize_naive(np.array(submit, dtype="datetime64[us]"), self.ctx.timezone)
-        return utc
+        if not any(_OFFSET.search(t) for t in submit):
+            utc, _ = localize_naive(np.array(submit, dtype="datetime64[us]"), self.ctx.timezone)
+            return utc
+        # Times that name their offset are instants; only the others are in --timezone.
+        parsed = [_as_datetime64(t) for t in submit]
+        values = np.array([v for v, _ in parsed], dtype="datetime64[us]")
+        named = np.array([n for _, n in parsed], dtype=bool)
+        utc, _ = localize_naive(values, self.ctx.timezone)
+        return np.where(named, values, utc)
 
     def _note_origin(self, name: str, column: str, submit: list) -> None:
         origin = self.ctx.origin
@@ -355,11 +363,27 @@ def _is_relative(col: Column, first_row: list[str]) -> bool:
     return col.index < len(first_row) and _number(first_row[col.index].strip()) is not None
 
 
+#: A UTC offset (``Z``, ``+05:00``, ``-0700``) after the time of an ISO date and time.
+_OFFSET = re.compile(r"T\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})$")
+
+
+def _as_datetime64(t: str) -> tuple[np.datetime64, bool]:
+    """An ISO date and time (``T`` separator) as ``datetime64[us]``, and whether it named its
+    UTC offset: then the value is the UTC instant, else the wall-clock time as written.
+    numpy alone would convert an offset to UTC with a warning, and the list's ``--timezone``
+    would then be applied on top (09:01 UTC for ``07:01+05:00``, which is 02:01 UTC).
+    ``ValueError`` or ``OverflowError`` when it is not one."""
+    if _OFFSET.search(t):
+        utc = datetime.fromisoformat(t).astimezone(UTC).replace(tzinfo=None)
+        return np.datetime64(utc, "us"), True
+    return np.datetime64(t, "us"), False
+
+
 def _datetime_text(text: str) -> str | None:
     """ISO-like date and time as numpy parses it (``T`` separator), or None."""
     t = text.replace(" ", "T", 1)
     try:
-        v = np.datetime64(t, "us")
-    except ValueError:
+        v, _ = _as_datetime64(t)
+    except (ValueError, OverflowError):
         return None
     return None if np.isnat(v) else t
