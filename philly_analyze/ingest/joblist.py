@@ -308,10 +308,15 @@ class _CsvSession:
         """A row's submit time as kept until conversion (seconds, or ISO text); ``ValueError``
         with the reason when it is not one or lies outside ``bounds.TIME``."""
         if not relative:
-            t = _datetime_text(text)
-            if t is None:
+            # ISO-like date and time as numpy parses it (``T`` separator), parsed once here.
+            t = text.replace(" ", "T", 1)
+            try:
+                when, _ = _as_datetime64(t)
+            except (ValueError, OverflowError):
+                when = np.datetime64("NaT", "us")
+            if np.isnat(when):
                 raise ValueError(f"submit time {excerpt(text)} is not a date and time")
-            if not TIME.mask(np.array([_as_datetime64(t)[0]]))[0]:
+            if not TIME.mask(np.array([when]))[0]:
                 raise OutOfRange(f"submit {TIME.reason(text)}")
             return t
         v = _number(text)
@@ -377,13 +382,3 @@ def _as_datetime64(t: str) -> tuple[np.datetime64, bool]:
         utc = datetime.fromisoformat(t).astimezone(UTC).replace(tzinfo=None)
         return np.datetime64(utc, "us"), True
     return np.datetime64(t, "us"), False
-
-
-def _datetime_text(text: str) -> str | None:
-    """ISO-like date and time as numpy parses it (``T`` separator), or None."""
-    t = text.replace(" ", "T", 1)
-    try:
-        v, _ = _as_datetime64(t)
-    except (ValueError, OverflowError):
-        return None
-    return None if np.isnat(v) else t

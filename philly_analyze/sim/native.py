@@ -146,10 +146,9 @@ def build(sim_dir: Path = SIM_DIR, python: str = sys.executable) -> list[Path]:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main() -> int:
     """``make native``: build, or say why not (exit 0 either way:
     the pure-Python engine is a working fallback)."""
-    del argv
     if shutil.which(os.environ.get("CC", "cc")) is None:
         print("compiled replay engine not built: no C compiler (the pure-Python one runs)")
         return 0
