@@ -39,12 +39,16 @@ class FreeState:
         self.free = list(self.size)
         self.free_gpus: list[list[int]] = [list(range(s)) for s in self.size]
         self.free_total = sum(self.size)
-        #: buckets[f]: sorted server indices with exactly f free GPUs.
+        #: buckets[f]: sorted server indices with exactly f free GPUs, for f >= 1. Full servers
+        #: are in no bucket (``buckets[0]`` stays empty): no rule looks for one, and in a
+        #: saturated cluster most servers are full, so keeping them sorted cost a search and a
+        #: move in the longest list at nearly every allocation and release.
         self.buckets: list[list[int]] = [[] for _ in range(self.largest + 1)]
         #: whole[r]: sorted indices of wholly free largest-size servers in rack r.
         self.whole: list[list[int]] = [[] for _ in range(len(cluster.rack_names))]
         for i, s in enumerate(self.size):
-            self.buckets[s].append(i)
+            if s:
+                self.buckets[s].append(i)
             if s == self.largest:
                 self.whole[self.rack[i]].append(i)
 
@@ -90,11 +94,9 @@ class FreeState:
         if n > self.free_total:
             return None
         choice = self._strict(n)
-        if choice is None and relaxed:
-            choice = self._relaxed(n)
-        if choice is None:
-            return None
-        return self._allocate(n, choice)
+        if choice is not None:
+            return self._allocate(n, choice)
+        return self.place_relaxed(n) if relaxed else None
 
     def place_strict(self, n: int) -> Placement | None:
         """Allocate a placement meeting the locality constraint, or None."""
@@ -111,7 +113,8 @@ class FreeState:
                     del fg[:n]
                     # Move i from bucket f to f - n (i is the first of bucket f).
                     del b[f][0]
-                    insort(b[f - n], i)
+                    if f > n:
+                        insort(b[f - n], i)
                     self.free[i] = f - n
                     if f == self.largest and self.size[i] == f:
                         w = self.whole[self.rack[i]]
@@ -123,8 +126,50 @@ class FreeState:
         return None if choice is None else self._allocate(n, choice)
 
     def place_relaxed(self, n: int) -> Placement | None:
-        """Allocate ``n`` GPUs anywhere (fewest servers first), or None if fewer are free."""
-        return None if n > self.free_total else self._allocate(n, self._relaxed(n))
+        """Allocate ``n`` GPUs anywhere (fewest servers first), or None if fewer are free:
+        servers by most free GPUs (ties: lowest index), each wholly until the last, which
+        gives what is left. The servers taken wholly from a bucket are its first ones, so
+        they leave it in one slice and hand over their free-GPU lists whole (a relaxed
+        placement in a busy cluster gathers GPUs from many servers)."""
+        if n > self.free_total:
+            return None
+        out: Placement = []
+        buckets, free, free_gpus, size = self.buckets, self.free, self.free_gpus, self.size
+        largest = self.largest
+        left = n
+        for f in range(largest, 0, -1):
+            b = buckets[f]
+            if not b:
+                continue
+            whole = left // f
+            if whole > len(b):
+                whole = len(b)
+            for i in b[:whole]:
+                out.append((i, free_gpus[i]))
+                free_gpus[i] = []
+                free[i] = 0
+                if f == largest and size[i] == largest:
+                    w = self.whole[self.rack[i]]
+                    del w[bisect_left(w, i)]
+            del b[:whole]
+            left -= whole * f
+            if left and b and left < f:
+                # The last server gives part of its GPUs (the lowest indices).
+                i = b[0]
+                fg = free_gpus[i]
+                out.append((i, fg[:left]))
+                del fg[:left]
+                del b[0]
+                insort(buckets[f - left], i)
+                free[i] = f - left
+                if f == largest and size[i] == largest:
+                    w = self.whole[self.rack[i]]
+                    del w[bisect_left(w, i)]
+                left = 0
+            if not left:
+                break
+        self.free_total -= n
+        return out
 
     def _allocate(self, n: int, choice: list[tuple[int, int]]) -> Placement:
         """Take the chosen GPUs, moving each server to its new free-count bucket (inline:
@@ -139,7 +184,8 @@ class FreeState:
             new = old - take
             b = buckets[old]
             del b[bisect_left(b, i)]
-            insort(buckets[new], i)
+            if new:
+                insort(buckets[new], i)
             free[i] = new
             if old == largest and self.size[i] == largest:
                 w = self.whole[self.rack[i]]
@@ -166,18 +212,6 @@ class FreeState:
         servers = self.whole[best][:k]
         return [(s, largest if j < k - 1 else n - largest * (k - 1)) for j, s in enumerate(servers)]
 
-    def _relaxed(self, n: int) -> list[tuple[int, int]]:
-        out: list[tuple[int, int]] = []
-        left = n
-        for f in range(self.largest, 0, -1):
-            for i in self.buckets[f]:
-                take = min(f, left)
-                out.append((i, take))
-                left -= take
-                if left == 0:
-                    return out
-        raise AssertionError("free_total said the GPUs exist")
-
     def release(self, placement: Placement) -> None:
         """Give back the GPUs of a placement, moving each server to its new free-count bucket
         (inline: this runs at every attempt end)."""
@@ -192,8 +226,9 @@ class FreeState:
                 fg.sort()
             old = free[i]
             new = old + k
-            b = buckets[old]
-            del b[bisect_left(b, i)]
+            if old:
+                b = buckets[old]
+                del b[bisect_left(b, i)]
             insort(buckets[new], i)
             free[i] = new
             if new == largest and self.size[i] == largest:
