@@ -47,8 +47,8 @@ from philly_analyze.sim.slowdown import SlowdownModel
 from philly_analyze.sim.workload import Workload
 
 #: Event kinds (at one time: attempt ends, then retries ready, then wake-ups for the end of a
-#: locality wait, ``QueueEngine._wake``).
-END: Final = 0
+#: locality wait, ``QueueEngine._wake``). Attempt ends, one per attempt, are the loop's
+#: grouped events (``EventLoop.schedule_grouped``, payload: the job), which come first.
 READY: Final = 1
 WAKE: Final = 2
 
@@ -100,10 +100,10 @@ class QueueEngine(BaseEngine):
         #: waited its locality wait); rel_by_n: how many such classes per demand.
         self.rel: list[set[int]] = [set() for _ in range(nvc)]
         self.rel_by_n: dict[int, int] = {}
-        #: The placement of each job's running attempt (None: not running). An attempt's end
-        #: event carries its trace row, and ``started`` its attempt index: no dict or tuple
-        #: per start.
+        #: The placement and trace row of each job's running attempt (placement None: not
+        #: running); ``started`` holds its attempt index. No dict or tuple per start.
         self.run_pl: list[Placement | None] = [None] * len(wl)
+        self.run_row: list[int] = [0] * len(wl)
         self.rack = fs.rack
         self.one_rack = len(set(fs.rack)) <= 1
         #: Index of the attempt of each job that started last (-1: none yet).
@@ -133,24 +133,26 @@ class QueueEngine(BaseEngine):
         ready: list[tuple[int, int, int, int]] = []
         relax_at = self.relax_at
         touched = bool(relax_at) and relax_at.items[0][0] <= now and self._relax_due(now)
-        run_pl, used, vc, gpus = self.run_pl, self.used, self.vc, self.gpus
-        for ev in self.loop.pop(now):
-            # Typed locals: compiled (sim.native), an int is unboxed once, not at every use.
-            kind: int = ev[1]
-            j: int = ev[3]
-            if kind == END:  # (inline: once per attempt); the payload is (job, trace row)
-                row: int = ev[4]
-                k = self.started[j]
+        run_pl, used, vc, gpus, started = self.run_pl, self.used, self.vc, self.gpus, self.started
+        loop = self.loop
+        ended = loop.pop_grouped(now)
+        if ended is not None:
+            # Attempt ends: grouped events whose payload is the job (inline: once per attempt).
+            for j in ended:
+                k = started[j]
                 pl = run_pl[j]
                 assert pl is not None
                 run_pl[j] = None
                 self.fs.release(pl)
                 used[vc[j]] -= gpus[j]
-                if self.attempt_ended(j, k, row):
+                if self.attempt_ended(j, k, self.run_row[j]):
                     self._retry(j, k, now, ready)
-                touched = True
-            elif kind == READY:
-                ready.append((now, ev[2], j, ev[4]))
+            touched = True
+        for ev in loop.pop(now):
+            # Typed locals: compiled (sim.native), an int is unboxed once, not at every use.
+            kind: int = ev[1]
+            if kind == READY:
+                ready.append((now, ev[2], ev[3], ev[4]))
             # else WAKE: only makes sure this time is visited (``_wake``)
         for ai in arrived:  # sequence number = job index: arrivals queue in (submit, id) order
             ready.append((now, ai, ai, 0))
@@ -185,7 +187,7 @@ class QueueEngine(BaseEngine):
         else:
             loop = self.loop
             nxt = loop.next_arrival
-            if nxt < len(loop.arrivals) and (not loop.heap or loop.arrivals[nxt] < loop.heap[0][0]):
+            if nxt < len(loop.arrivals) and loop.arrivals[nxt] < loop.next_event():
                 self._arrive_while_full(now)
 
     def _relax_due(self, now: int) -> bool:
@@ -225,10 +227,7 @@ class QueueEngine(BaseEngine):
         Take them now, in their order, each ready at its own submit time; one call instead of
         one per arrival."""
         loop = self.loop
-        nxt = loop.heap[0][0] if loop.heap else INF
-        if loop.fifo and loop.fifo[0][0] < nxt:
-            nxt = loop.fifo[0][0]
-        arr = loop.take_arrivals(nxt - 1)
+        arr = loop.take_arrivals(loop.next_event() - 1)
         if arr:
             submit = loop.arrivals
             for ai in arr:
@@ -462,9 +461,10 @@ class QueueEngine(BaseEngine):
                 tr.seg_gpus.extend(g)
         tr.outcome.append(-1)
         self.run_pl[j] = pl
+        self.run_row[j] = row
         self.started[j] = k
         self.used[self.vc[j]] += n
-        self.loop.schedule(end, END, j, row)
+        self.loop.schedule_grouped(end, j)
 
 
 # min() and max() of the few keys of a dict or set, as loops: compiled (sim.native), the
