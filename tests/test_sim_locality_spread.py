@@ -35,7 +35,7 @@ def _starts(vcs: list[str], waits_s: list[int]) -> dict[str, float]:
         locality_wait_by_job=[0, 0, waits_s[0] * S, waits_s[1] * S],
     )
     tr = QueueEngine(wl, FreeState(cluster), cfg, SlowdownModel(8, enabled=False)).run()
-    rows = tr.rows  # seven integers per started row: job, attempt, ready, start, ...
+    rows = tr.columns().T.ravel()  # seven integers per started row: job, attempt, ready, start, ...
     return {wl.job_ids[rows[i]]: rows[i + 3] / S for i in range(0, len(rows), 7)}
 
 

@@ -26,8 +26,11 @@ PROGRESS_EVERY: Final = 8191
 
 #: Fields of a trace row, in order (``Trace.columns``).
 ROW_FIELDS: Final = ("job", "attempt", "ready", "start", "end", "servers", "intrinsic")
-_W: Final = len(ROW_FIELDS)
-#: A row and a placement segment packed as the trace's arrays hold them (``Trace``).
+#: What the trace's ``rows`` array holds per row: the row's fields, then its first placement
+#: segment (server, GPU count, and the GPU index when it is one GPU, else -1).
+RECORD_FIELDS: Final = (*ROW_FIELDS, "server0", "gpus0", "gpu0")
+_W: Final = len(RECORD_FIELDS)
+#: A row record and a further placement segment, packed as the trace's arrays hold them.
 PACK_ROW: Final = struct.Struct(f"={_W}q").pack
 PACK_SEG: Final = struct.Struct("=3q").pack
 
@@ -38,11 +41,15 @@ class Trace:
     machine-integer arrays (a million-job replay has over a million rows: tuples and lists per
     row took ~0.5 kB each).
 
-    Row ``i`` is ``rows[7 i : 7 i + 7] = (job, attempt, ready, start, end, servers,
-    intrinsic)`` where ``intrinsic`` is the useful work (us) done in that row; its placement is
-    the segments (``seg``: row, server, GPUs; three integers each, in order) whose GPU indices
-    follow one another in ``seg_gpus``; ``outcome[i]`` the replayed outcome code (workload
-    codes, -1 unknown)."""
+    Row ``i`` is ``rows[10 i : 10 i + 10] = (job, attempt, ready, start, end, servers,
+    intrinsic, server0, gpus0, gpu0)`` where ``intrinsic`` is the useful work (us) done in
+    that row. Its placement is its first segment (server ``server0``, ``gpus0`` GPUs) and then
+    the further segments of the row in ``seg`` (row, server, GPUs; three integers each, in
+    order). The GPU index of a one-GPU first segment is ``gpu0``; the GPU indices of every
+    other segment follow one another in ``seg_gpus``. So a start on one server records one
+    packed record, and one on one GPU nothing else (most starts: a call per array appended
+    to was a fifth of a saturated replay). ``outcome[i]`` is the replayed outcome code
+    (workload codes, -1 unknown); ``segments`` and ``placements`` give the placements whole."""
 
     rows: array = field(default_factory=lambda: array("q"))
     seg: array = field(default_factory=lambda: array("q"))
@@ -56,20 +63,38 @@ class Trace:
     preemptions: int = 0
 
     def __len__(self) -> int:
-        return len(self.outcome)
+        return len(self.rows) // _W
+
+    def reserve(self, rows: int) -> None:
+        """Room for ``rows`` outcomes (-1) at once, so that recording a start need not append
+        one (``record_start``; the queue engine's inline copy relies on it); ``trim`` drops
+        what is left over."""
+        if len(self.outcome) < rows:
+            self.outcome.frombytes(b"\xff" * (rows - len(self.outcome)))
+
+    def trim(self) -> None:
+        """Drop the outcomes ``reserve`` made room for beyond the rows recorded."""
+        del self.outcome[len(self) :]
 
     def record_start(
         self, j: int, k: int, ready: int, now: int, end: int, pl: Placement, intr: int
     ) -> int:
         """Append a started row; returns its index."""
-        row = len(self.outcome)
+        row = len(self)
+        m0, g0 = pl[0]
+        n0 = len(g0)
         # Packed to bytes: array.extend of a tuple converts item by item, three times slower.
-        self.rows.frombytes(PACK_ROW(j, k, ready, now, end, len(pl), intr))
-        seg, gpus = self.seg, self.seg_gpus
-        for m, g in pl:
-            seg.frombytes(PACK_SEG(row, m, len(g)))
-            gpus.extend(g)
-        self.outcome.append(-1)
+        self.rows.frombytes(
+            PACK_ROW(j, k, ready, now, end, len(pl), intr, m0, n0, g0[0] if n0 == 1 else -1)
+        )
+        if n0 > 1:
+            self.seg_gpus.extend(g0)
+        for i in range(1, len(pl)):
+            m, g = pl[i]
+            self.seg.frombytes(PACK_SEG(row, m, len(g)))
+            self.seg_gpus.extend(g)
+        if len(self.outcome) == row:
+            self.outcome.append(-1)
         return row
 
     def end_of(self, row: int) -> int:
@@ -83,12 +108,29 @@ class Trace:
 
     def columns(self) -> np.ndarray:
         """The rows as a (7, rows) int64 array (``ROW_FIELDS``), without a copy."""
-        return np.frombuffer(self.rows, np.int64).reshape(-1, _W).T
+        return np.frombuffer(self.rows, np.int64).reshape(-1, _W).T[: len(ROW_FIELDS)]
 
     def segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Placement segments as arrays: (row, server, GPUs), and every GPU index in order."""
-        seg = np.frombuffer(self.seg, np.int64).reshape(-1, 3).T
-        return seg[0], seg[1], seg[2], np.frombuffer(self.seg_gpus, np.int16)
+        """Placement segments as arrays, in row order and each row's in order: (row, server,
+        GPUs), and every GPU index in order."""
+        rec = np.frombuffer(self.rows, np.int64).reshape(-1, _W)
+        more = np.frombuffer(self.seg, np.int64).reshape(-1, 3)
+        nrec = len(rec)
+        # A row's first segment, then its further ones (stable: they keep their order).
+        key = np.concatenate([np.arange(nrec) * 2, more[:, 0] * 2 + 1])
+        order = np.argsort(key, kind="stable")
+        row = (key // 2)[order]
+        server = np.concatenate([rec[:, 7], more[:, 1]])[order]
+        n = np.concatenate([rec[:, 8], more[:, 2]])[order]
+        gpu0 = np.concatenate([rec[:, 9], np.full(len(more), -1, np.int64)])[order]
+        gpus = np.empty(int(n.sum()), np.int16)
+        first = np.cumsum(n) - n
+        inline = gpu0 >= 0
+        from_rec = np.zeros(len(gpus), bool)
+        from_rec[first[inline]] = True
+        gpus[from_rec] = gpu0[inline]
+        gpus[~from_rec] = np.frombuffer(self.seg_gpus, np.int16)
+        return row, server, n, gpus
 
     def placements(self) -> list[Placement]:
         """Each row's placement as ``[(server, [gpu indices])]`` (for checks; slow)."""

@@ -116,12 +116,16 @@ class QueueEngine(BaseEngine):
         self.relax_at = Deadlines()
         self.wake_at = -1
         self._sfail = 0
+        #: Rows recorded in the trace so far.
+        self.nrows = 0
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> Trace:
         """Simulate the whole workload; the trace of what ran."""
         self.progress_start()
+        self.trace.reserve(self.planned)  # every attempt starts at most once
         self.loop.run(self._at)
+        self.trace.trim()
         for v in self.pending:
             for q in v.values():
                 self.trace.unscheduled.extend(item[2] for item in q)
@@ -321,7 +325,9 @@ class QueueEngine(BaseEngine):
                 room = quota[v] - used[v]
                 if mn > room:
                     over.append(v)
-                elif mn < sfail or (rel[v] and _least_of(rel[v]) <= (free if free < room else room)):
+                elif mn < sfail or (
+                    rel[v] and _least_of(rel[v]) <= (free if free < room else room)
+                ):
                     order.append((used[v] / quota[v] if quota[v] else INF, v))
                 elif _most(self.pending[v]) > room:
                     over.append(v)
@@ -356,9 +362,7 @@ class QueueEngine(BaseEngine):
                 if fs.free_total == 0:
                     return
 
-    def _serve(
-        self, v: int, now: int, quota: list[int] | None, blocked: set[int]
-    ) -> bool:
+    def _serve(self, v: int, now: int, quota: list[int] | None, blocked: set[int]) -> bool:
         """Start what fits from VC ``v``'s queue. Returns True if some class was held back by
         the quota (so borrowing may apply); with head-of-line blocking, stops at the first
         attempt that cannot start."""
@@ -449,17 +453,21 @@ class QueueEngine(BaseEngine):
         else:
             racks = 1 if self.one_rack else len({self.rack[m] for m, _ in pl})
             end = now + round(intr * self.model.factor(n, len(pl), racks))
-        # Trace.record_start, inline (this runs at every start).
+        # Trace.record_start, inline (this runs at every start; ``run`` reserved the outcomes).
         tr = self.trace
-        row = len(tr.outcome)
-        tr.rows.frombytes(PACK_ROW(j, k, ready, now, end, len(pl), intr))
-        for m, g in pl:
+        row = self.nrows
+        self.nrows = row + 1
+        m0, g0 = pl[0]
+        n0 = len(g0)
+        tr.rows.frombytes(
+            PACK_ROW(j, k, ready, now, end, len(pl), intr, m0, n0, g0[0] if n0 == 1 else -1)
+        )
+        if n0 > 1:
+            tr.seg_gpus.extend(g0)
+        for i in range(1, len(pl)):
+            m, g = pl[i]
             tr.seg.frombytes(PACK_SEG(row, m, len(g)))
-            if len(g) == 1:
-                tr.seg_gpus.append(g[0])
-            else:
-                tr.seg_gpus.extend(g)
-        tr.outcome.append(-1)
+            tr.seg_gpus.extend(g)
         self.run_pl[j] = pl
         self.run_row[j] = row
         self.started[j] = k
