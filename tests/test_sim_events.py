@@ -95,3 +95,27 @@ def test_arrivals_that_are_not_events_are_taken_by_handlers() -> None:
     loop.run(on_time)
     assert taken == [(1.0, [0, 1, 2]), (2.0, [3])]
     assert loop.take_arrivals(2.5) == range(4, 4)
+
+
+def test_grouped_events_come_first_at_their_time_in_the_order_scheduled() -> None:
+    loop = EventLoop(arrivals=[4])
+    loop.schedule(4, 0, "heap")  # kind 0, yet after the grouped events of time 4
+    loop.schedule_grouped(4, 30)
+    loop.schedule_grouped(2, 7)
+    loop.schedule_grouped(4, 10)  # same time: after 30, scheduled before it
+    loop.schedule_in_order(6, 0, "fifo")
+    assert loop.next_event() == 2
+    seen: list[tuple] = []
+
+    def on_time(now: int, arrived: range) -> None:
+        grouped = loop.pop_grouped(now)
+        seen.append((now, list(arrived), grouped, [e[3] for e in loop.pop(now)]))
+        assert loop.pop_grouped(now) is None  # taken once
+
+    loop.run(on_time)
+    assert seen == [
+        (2, [], [7], []),
+        (4, [0], [30, 10], ["heap"]),
+        (6, [], None, ["fifo"]),
+    ]
+    assert loop.next_event() > 6  # NEVER: nothing left
