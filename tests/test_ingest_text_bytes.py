@@ -205,7 +205,7 @@ def test_a_hole_of_nul_bytes_is_one_bad_line(tmp_path: Path, store_dir: Path) ->
     # Without --format json, the summary's title gives the total.
     r = CliRunner().invoke(main, ["ingest", str(log), "--store", str(store_dir), "--replace"])
     title = " ".join(r.stderr.split())  # the title, wrapped to the table's width
-    assert "1 rows rejected, 4,096 bytes not text in 1 file ┏" in title
+    assert "1 row rejected, 4,096 bytes not text in 1 file ┏" in title
 
 
 def _png(path: Path) -> bytes:

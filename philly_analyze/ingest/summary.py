@@ -17,8 +17,10 @@ HEADERS = {"table": "table", "rows_read": "rows read", "rows_in_store": "in stor
 
 
 def title(report: IngestReport) -> str:
-    """``ingest: 1.2 s, 0 rows rejected`` (and the bytes that were not text, if any)."""
-    out = f"ingest: {report.seconds:.1f} s, {report.rejected:,} rows rejected"
+    """``ingest: 1.2 s, 0 rows rejected`` (``1 row``; and the bytes that were not text, if
+    any)."""
+    rows = "row" if report.rejected == 1 else "rows"
+    out = f"ingest: {report.seconds:.1f} s, {report.rejected:,} {rows} rejected"
     if report.not_text_bytes:
         damaged = sum(1 for o in report.outcomes if o.not_text_bytes)
         out += (
