@@ -20,6 +20,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from philly_analyze.ingest.reject_limit import CONFLICT_PREFIX
 from philly_analyze.store import Batch
 
 KEY = "machine_id, metric, t0, t1"
@@ -118,12 +119,13 @@ def _reject(
         "rejects",
         con,
         """SELECT source, NULL AS line_no,
-                  format('conflict: samples of host {}, metric {} for [{}, {}) UTC '
+                  format(? || ': samples of host {}, metric {} for [{}, {}) UTC '
                          || 'differ ({} to {}): none kept', machine_id, metric,
                          make_timestamp(t0), make_timestamp(t1), lo, hi) AS reason,
                   concat_ws(',', machine_id, metric, make_timestamp(t0),
                             make_timestamp(t1), value) AS raw
            FROM bad ORDER BY machine_id, metric, t0, t1, src""",
+        [CONFLICT_PREFIX],
     )
     found.series = con.execute(
         "SELECT count(*) FROM (SELECT DISTINCT machine_id, metric FROM bad)"

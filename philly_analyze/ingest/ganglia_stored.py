@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from philly_analyze import schemas
+from philly_analyze.ingest.reject_limit import CONFLICT_PREFIX
 from philly_analyze.store import Batch, sql_literal
 
 if TYPE_CHECKING:
@@ -142,7 +143,7 @@ class Stored:
             (SELECT min(r.source) FROM series s JOIN run_sources r USING (src)
              WHERE s.machine_id = m.machine_id))"""
         rows = f"""SELECT {src} AS source, NULL AS line_no,
-                   format('conflict with the store: host {{}}, {{}} ({{}}) at {{}} UTC is {{}} here '
+                   format(? || ' with the store: host {{}}, {{}} ({{}}) at {{}} UTC is {{}} here '
                           || 'and {{}} in the store (an earlier ingest): the stored row kept',
                           m.machine_id, m._series, ?, strftime(m.time, '%Y-%m-%d %H:%M'),
                           {here}, {there}) AS reason,
@@ -150,7 +151,10 @@ class Stored:
                    m.machine_id, m._series, m.time, {here} AS here, {there} AS there
             FROM met m WHERE NOT m._same"""
         n = batch.copy_query(
-            "rejects", con, f"SELECT * FROM ({rows}) ORDER BY machine_id, _series, time", [table]
+            "rejects",
+            con,
+            f"SELECT * FROM ({rows}) ORDER BY machine_id, _series, time",
+            [CONFLICT_PREFIX, table],
         )
         self.conflicting[table] += n
         if not self.example:
@@ -158,7 +162,7 @@ class Stored:
                 f"""SELECT source, machine_id, _series, strftime(time, '%Y-%m-%d %H:%M'),
                            here, there
                     FROM ({rows}) ORDER BY machine_id, _series, time LIMIT 1""",
-                [table],
+                [CONFLICT_PREFIX, table],
             ).fetchall()
             if first:
                 source, host, series, when, new, old = first[0]

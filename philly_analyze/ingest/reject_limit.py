@@ -25,8 +25,8 @@ from philly_analyze.store import Store
 
 #: ``--max-rejects all``: no limit.
 NO_LIMIT = "all"
-#: Reasons of the ``rejects`` rows of Ganglia conflicts (``ganglia_conflicts.py``,
-#: ``ganglia_stored.py``) start with this.
+#: Reasons of the ``rejects`` rows of Ganglia conflicts start with this (``ganglia_conflicts.py``
+#: and ``ganglia_stored.py`` write it, as a query parameter; the count of conflicts reads it).
 CONFLICT_PREFIX = "conflict"
 
 
