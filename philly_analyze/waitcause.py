@@ -48,6 +48,7 @@ runs of equal cause, integer microseconds).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -79,6 +80,8 @@ UNKNOWN_DEMAND = -1
 #: usage sums of millions of them stay exact in float64 (``usage_steps``' bincount).
 UNBOUNDED = 1 << 31
 _NO_END = np.iinfo(np.int64).max
+#: Quotas below this compare with integer usage exactly as integers (``_with_quota``).
+_EXACT = 1 << 53
 
 
 @dataclass
@@ -296,7 +299,17 @@ class _Locality:
 
 
 def _with_quota(codes: np.ndarray, used: np.ndarray | None, nv: int, q: float) -> np.ndarray:
-    return codes if used is None else np.where(used + nv > q, np.int8(FAIR_SHARE), codes)
+    """``codes`` with fair_share where ``used + nv > q`` (a new array: ``codes`` may be a
+    cached one)."""
+    if used is None:
+        return codes
+    if used.dtype.kind in "iu" and math.isfinite(q) and abs(q) < _EXACT:
+        # Integer GPUs: used + nv > q <=> used > floor(q) - nv, compared without converting
+        # a million steps to float per (VC, demand) (a third of split_waits' time).
+        out = codes.copy()
+        out[used > math.floor(q) - nv] = FAIR_SHARE
+        return out
+    return np.where(used + nv > q, np.int8(FAIR_SHARE), codes)
 
 
 def split_waits(
@@ -416,22 +429,32 @@ class _Runs:
     ) -> None:
         """Fill rows ``idx`` of the outputs for waits ``[a, b)`` whose first and last moments
         lie in steps ``ja``/``jb`` (counted from ``lo``)."""
-        rb, n_runs = self.rb, len(self.rs)
+        rb, rc, n_runs = self.rb, self.rc, len(self.rs)
         ia = np.searchsorted(self.rs, ja, side="right") - 1
         ib = np.searchsorted(self.rs, jb, side="right") - 1
-        ridx = np.arange(n_runs)
-        for c in np.unique(self.rc).tolist():
-            on = self.rc == c
-            prefix = np.r_[0, np.cumsum(np.where(on, self.length, 0))]
-            at_b = prefix[ib] + np.where(on[ib], b - rb[ib], 0)
-            us[idx, c] = at_b - (prefix[ia] + np.where(on[ia], a - rb[ia], 0))
+        # The same for every cause: each wait's first and last run, their causes, and the
+        # part of them inside the wait.
+        ca, cb = rc[ia], rc[ib]
+        part_a, part_b = a - rb[ia], b - rb[ib]
+        for c in np.flatnonzero(np.bincount(rc, minlength=us.shape[1])).tolist():
+            on = rc == c
+            prefix = np.zeros(n_runs + 1, np.int64)  # time of cause c before each run
+            np.cumsum(np.where(on, self.length, 0), out=prefix[1:])
+            at_b = prefix[ib]
+            at_b[cb == c] += part_b[cb == c]
+            at_a = prefix[ia]
+            at_a[ca == c] += part_a[ca == c]
+            us[idx, c] = at_b - at_a
             if first is None or last is None:
                 continue
-            nxt = np.minimum.accumulate(np.where(on, ridx, n_runs)[::-1])[::-1]
-            prv = np.maximum.accumulate(np.where(on, ridx, -1))
-            j0, j1 = nxt[ia], prv[ib]
-            ok = (j0 <= ib) & (j1 >= 0)
+            # The runs of cause c: the first at or after each wait's first run, the last at
+            # or before its last run (none between them: k0 > k1).
+            runs_c = np.flatnonzero(on)
+            k0 = np.searchsorted(runs_c, ia)
+            k1 = np.searchsorted(runs_c, ib, side="right") - 1
+            ok = k0 <= k1
+            j0 = runs_c[np.minimum(k0, len(runs_c) - 1)]
+            j1 = runs_c[np.maximum(k1, 0)]
             # j0 == ia: from a itself (step 0 also runs back before its bound).
-            start = np.where(j0 == ia, a, rb[np.minimum(j0, n_runs - 1)])
-            first[idx, c] = np.where(ok, start, 0)
-            last[idx, c] = np.where(ok, np.minimum(b, self.re[np.maximum(j1, 0)]), 0)
+            first[idx, c] = np.where(ok, np.where(j0 == ia, a, rb[j0]), 0)
+            last[idx, c] = np.where(ok, np.minimum(b, self.re[j1]), 0)
