@@ -6,6 +6,7 @@ its other files declared in ``schemas.ARTIFACTS``.
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,18 +93,26 @@ def build_result(
     # Strings: made once, then taken by index in Arrow (not one Python object per row).
     ids = pa.array(wl.job_ids, pa.string())
     gpus = wl.num_gpus[rows.job]
-    attempts = _attempts_table(rows, ids, gpus)
     seg_row, seg_server, seg_gpus, pl_gpu = trace.segments()
-    placements = _placements_table(rows, ids, cluster, seg_row, seg_server, seg_gpus, pl_gpu)
-    jobs = _jobs_table(rows, trace, wl, ids)
-    # True waiting causes.
-    row_vc = wl.vc[rows.job] if quota_by_vc is not None else np.zeros(len(rows), np.int64)
-    qarr = np.asarray(quota_by_vc, dtype=np.int64) if quota_by_vc is not None else None
-    steps, s_idx, e_idx = cluster_steps(
-        cluster.gpus, cluster.rack, rows.start, rows.end, seg_row, seg_server, seg_gpus
-    )
-    split = waiting_causes(steps, rows.ready, rows.start, s_idx, e_idx, row_vc, gpus, qarr)
-    waiting = _waiting_table(split, ids, rows.job, rows.att_idx)
+
+    def tables() -> tuple[pa.Table, pa.Table, pa.Table]:
+        placements = _placements_table(rows, ids, cluster, seg_row, seg_server, seg_gpus, pl_gpu)
+        return _attempts_table(rows, ids, gpus), placements, _jobs_table(rows, trace, wl, ids)
+
+    # The tables are made in a thread while this one splits the waits: both are mostly
+    # Arrow and numpy work, which release the GIL (on 2 cores ~0.7 s less wall time at a
+    # million jobs). Neither changes what the other reads.
+    with ThreadPoolExecutor(1, thread_name_prefix="replay-tables") as pool:
+        made = pool.submit(tables)
+        # True waiting causes.
+        row_vc = wl.vc[rows.job] if quota_by_vc is not None else np.zeros(len(rows), np.int64)
+        qarr = np.asarray(quota_by_vc, dtype=np.int64) if quota_by_vc is not None else None
+        steps, s_idx, e_idx = cluster_steps(
+            cluster.gpus, cluster.rack, rows.start, rows.end, seg_row, seg_server, seg_gpus
+        )
+        split = waiting_causes(steps, rows.ready, rows.start, s_idx, e_idx, row_vc, gpus, qarr)
+        waiting = _waiting_table(split, ids, rows.job, rows.att_idx)
+        attempts, placements, jobs = made.result()
     ran = rows.ran
     metrics, per_vc = compute_metrics(
         submit=wl.submit_us[ran],
