@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from philly_analyze import schemas
 from philly_analyze.errors import UserError
@@ -225,34 +226,41 @@ def _placements_table(
 
 def _jobs_table(rows: _Rows, trace: Trace, wl: Workload, ids: pa.Array) -> pa.Table:
     """Every input job: its status from its last replayed attempt's outcome (the input's
-    when unknown; none when it never started), the input's flags and the replay's own."""
-    status = np.array([None] * len(wl), dtype=object)
-    if wl.status:
-        status[:] = wl.status
-    status_of = np.array(
-        [STATUS_OF_OUTCOME.get(o) for o in [*schemas.ATTEMPT_OUTCOMES, None]], dtype=object
+    when unknown; none when it never started), the input's flags and the replay's own.
+    Columns are taken from small arrays of names by index in Arrow (a million jobs: no
+    object array per column)."""
+    replayed = [*dict.fromkeys(v for v in STATUS_OF_OUTCOME.values()), None]
+    # Per outcome code (its last value: unknown): the status it gives, as an index into
+    # ``replayed``; -1 keeps the input's status.
+    of_outcome = np.array(
+        [
+            replayed.index(STATUS_OF_OUTCOME[o]) if o in STATUS_OF_OUTCOME else -1
+            for o in [*schemas.ATTEMPT_OUTCOMES, None]
+        ],
+        np.int64,
     )
-    last_status = status_of[rows.outcome[rows.last_row]]
-    keep = last_status != None  # noqa: E711 (elementwise)
-    status[rows.ran[keep]] = last_status[keep]
+    code = np.full(len(wl), -1, np.int64)
+    code[rows.ran] = of_outcome[rows.outcome[rows.last_row]]
     # The input's flags (e.g. attempts_unknown of job-list jobs) and the replay's own.
     flags: list[list[str] | None] = [list(f) if f else None for f in wl.flags] or [None] * len(wl)
     for j in trace.unscheduled:
         flags[j] = [*(flags[j] or []), "unscheduled"]
-        status[j] = None
+        code[j] = len(replayed) - 1  # no status
     for j in trace.truncated:
         flags[j] = [*(flags[j] or []), "max_retries"]
-    vc_names = _vc_names(wl)
-    user_names = np.array([*wl.user_names, None], dtype=object)
+    given = pa.array(wl.status, pa.string()) if wl.status else pa.nulls(len(wl), pa.string())
+    status = pc.if_else(
+        pa.array(code >= 0), pa.array(replayed, pa.string()).take(np.maximum(code, 0)), given
+    )
+    vc_names = pa.array(_vc_names(wl), pa.string())
+    user_names = pa.array([*wl.user_names, None], pa.string())
     return schemas.conform(
         "jobs",
         {
             "job_id": ids,
-            "vc": pa.array(vc_names[np.where(wl.vc < 0, len(wl.vc_names), wl.vc)], pa.string()),
-            "user_id": pa.array(
-                user_names[np.where(wl.user < 0, len(wl.user_names), wl.user)], pa.string()
-            ),
-            "status": pa.array(status, pa.string()),
+            "vc": vc_names.take(np.where(wl.vc < 0, len(wl.vc_names), wl.vc)),
+            "user_id": user_names.take(np.where(wl.user < 0, len(wl.user_names), wl.user)),
+            "status": status,
             "submit_time": _ts(wl.submit_us),
             "num_gpus": pa.array(wl.num_gpus, pa.int32()),
             "flags": pa.array(flags, pa.list_(pa.string())),
