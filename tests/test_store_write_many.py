@@ -12,7 +12,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from philly_analyze.store import Batch, Store
+from philly_analyze.sim.replay import run_replay
+from philly_analyze.sim.result import encoding_for_store, write_result_store
+from philly_analyze.store import Batch, Store, encode_table
+from tests._sim_data import observed_store
 
 T0 = datetime(2017, 10, 31, 23, 0, tzinfo=UTC)
 T1 = datetime(2017, 11, 1, 1, 0, tzinfo=UTC)
@@ -20,7 +23,7 @@ JOBS = {"job_id": ["a", "b", "c"], "num_gpus": [1, 2, 8], "source": ["x", "x", "
 ATTEMPTS = {"job_id": ["a", "b"], "attempt_idx": [0, 0], "start_time": [T0, T1], "source": ["x", "x"]}  # fmt: skip
 # Two rows in October, one in November: two files of one table.
 CPU = {"time": [T0, T0, T1], "machine_id": ["m1", "m2", "m1"], "util": [10.0, 20.0, 30.0]}
-EMPTY = {"machine_id": [], "source": []}
+EMPTY: dict[str, list[str]] = {"machine_id": [], "source": []}
 WAITING = {"job_id": ["b", "b"], "attempt_idx": [0, 0], "start": [T0, T0], "end": [T1, T1], "seconds": [60.0, 7140.0], "cause": ["fair_share", "capacity"]}  # fmt: skip
 QUOTAS = {"vc": ["v1"], "gpus": [4]}
 TABLES: dict[str, Any] = {"machines": EMPTY, "jobs": JOBS, "attempts": ATTEMPTS, "cpu_util": CPU}
@@ -83,3 +86,50 @@ def test_one_thread_writes_in_turn(tmp_path: Path) -> None:
     par = _store(tmp_path / "one", lambda b: b.write_many(TABLES, FILES, threads=1))
     assert par[1] == {"jobs": 3, "attempts": 2, "cpu_util": 3}
     assert par[2] == ["waiting", "vc_quotas"]
+
+
+def test_an_encoded_table_is_staged_as_the_file_write_stages(tmp_path: Path) -> None:
+    encoded = {t: encode_table(t, d) for t, d in TABLES.items() if t != "cpu_util"}
+    assert encoded["jobs"].num_rows == 3 and encoded["machines"].num_rows == 0
+    par = _store(tmp_path / "enc", lambda b: b.write_many({**encoded, "cpu_util": CPU}, FILES))
+    seq = _store(tmp_path / "seq", _one_by_one)
+    assert par[0] == {"machines": 0, "jobs": 3, "attempts": 2, "cpu_util": 3}
+    assert par[1:] == seq[1:]
+    for table in ("jobs", "attempts"):
+        (a,) = (tmp_path / "enc" / "parquet" / table).glob("*.parquet")
+        (b,) = (tmp_path / "seq" / "parquet" / table).glob("*.parquet")
+        assert a.read_bytes() == b.read_bytes()
+
+
+def test_encoding_refuses_what_it_cannot_stage_as_one_file(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="partitioned by month"):
+        encode_table("cpu_util", CPU)
+    with (
+        Store(tmp_path / "s") as st,
+        st.batch() as b,
+        pytest.raises(ValueError, match="encoded as jobs given as attempts"),
+    ):
+        b.write_many({"attempts": encode_table("jobs", JOBS)})
+
+
+def _table_bytes(store: Path) -> dict[str, bytes]:
+    return {f.parent.name: f.read_bytes() for f in sorted((store / "parquet").glob("*/*.parquet"))}
+
+
+def test_a_replay_written_from_its_encoded_tables_is_the_same_store(tmp_path: Path) -> None:
+    src = observed_store(tmp_path / "src")
+    plain = run_replay(src, "philly")
+    with encoding_for_store():
+        enc = run_replay(src, "philly")
+    assert plain.encoded == {} and set(enc.encoded) == {"jobs", "attempts", "placements"}
+    write_result_store(plain, tmp_path / "plain")
+    write_result_store(enc, tmp_path / "enc")
+    assert set(_table_bytes(tmp_path / "plain")) == {"jobs", "attempts", "placements", "machines"}
+    assert _table_bytes(tmp_path / "enc") == _table_bytes(tmp_path / "plain")
+    w = "waiting.parquet"
+    assert (tmp_path / "enc" / w).read_bytes() == (tmp_path / "plain" / w).read_bytes()
+    # A table replaced after the build is written as it is now, not from the old bytes.
+    enc.jobs = enc.jobs.slice(0, 1)
+    write_result_store(enc, tmp_path / "changed")
+    with Store(tmp_path / "changed", read_only=True) as st:
+        assert st.scalar("SELECT count(*) FROM jobs") == 1

@@ -6,10 +6,13 @@ its other files declared in ``schemas.ARTIFACTS``.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +27,12 @@ from philly_analyze.sim.workload import NO_VC, Workload
 from philly_analyze.vcquota import quota_table
 from philly_analyze.waitcause import CAUSES, WaitSplit
 
+if TYPE_CHECKING:  # the store (and duckdb) is imported only by what writes one
+    from philly_analyze.store import EncodedTable
+
 SOURCE = "replay"
+#: Whether ``build_result`` encodes the tables for a store (``encoding_for_store``).
+_ENCODE: ContextVar[bool] = ContextVar("replay_encode_tables", default=False)
 #: Job status from the outcome of its last attempt (None, no outcome, has no status).
 STATUS_OF_OUTCOME: dict[str | None, str] = {
     "passed": "passed",
@@ -63,6 +71,9 @@ class ReplayResult:
     #: Wall seconds of the simulation itself (not part of metrics: not deterministic).
     seconds: float = 0.0
     artifacts: dict[str, Any] = field(default_factory=dict)
+    #: Tables already encoded as the store's files (``encoding_for_store``), by name; used by
+    #: ``write_result_store`` only while the table is still the one encoded.
+    encoded: dict[str, EncodedTable] = field(default_factory=dict, repr=False, compare=False)
 
     def settings(self) -> dict[str, Any]:
         """What is needed to reproduce this run (written as ``replay.json``)."""
@@ -96,13 +107,27 @@ def build_result(
     gpus = wl.num_gpus[rows.job]
     seg_row, seg_server, seg_gpus, pl_gpu = trace.segments()
 
-    def tables() -> tuple[pa.Table, pa.Table, pa.Table]:
-        placements = _placements_table(rows, ids, cluster, seg_row, seg_server, seg_gpus, pl_gpu)
-        return _attempts_table(rows, ids, gpus), placements, _jobs_table(rows, trace, wl, ids)
+    encode = _ENCODE.get()
 
-    # The tables are made in a thread while this one splits the waits: both are mostly
-    # Arrow and numpy work, which release the GIL (on 2 cores ~0.7 s less wall time at a
-    # million jobs). Neither changes what the other reads.
+    def tables() -> tuple[pa.Table, pa.Table, pa.Table, dict[str, EncodedTable]]:
+        placements = _placements_table(rows, ids, cluster, seg_row, seg_server, seg_gpus, pl_gpu)
+        made = {
+            "jobs": _jobs_table(rows, trace, wl, ids),
+            "attempts": _attempts_table(rows, ids, gpus),
+            "placements": placements,
+        }
+        encoded: dict[str, EncodedTable] = {}
+        if encode:
+            from philly_analyze.store import encode_table
+
+            encoded = {t: encode_table(t, d) for t, d in made.items()}
+        # The tables the bytes are of (conformed again by encode_table: the same rows).
+        made.update({t: e.data for t, e in encoded.items()})
+        return made["attempts"], made["placements"], made["jobs"], encoded
+
+    # The tables are made (and, for a store, encoded: ``encoding_for_store``) in a thread
+    # while this one splits the waits: both are mostly Arrow and numpy work, which release
+    # the GIL. Neither changes what the other reads.
     with ThreadPoolExecutor(1, thread_name_prefix="replay-tables") as pool:
         made = pool.submit(tables)
         # True waiting causes.
@@ -113,7 +138,7 @@ def build_result(
         )
         split = waiting_causes(steps, rows.ready, rows.start, s_idx, e_idx, row_vc, gpus, qarr)
         waiting = _waiting_table(split, ids, rows.job, rows.att_idx)
-        attempts, placements, jobs = made.result()
+        attempts, placements, jobs, encoded = made.result()
     ran = rows.ran
     metrics, per_vc = compute_metrics(
         submit=wl.submit_us[ran],
@@ -130,7 +155,7 @@ def build_result(
         preemptions=trace.preemptions,
         obs_start=wl.obs_start_us[ran],
     )
-    return ReplayResult(
+    res = ReplayResult(
         policy,
         dict(params),
         seed,
@@ -144,6 +169,22 @@ def build_result(
         _quotas_by_name(wl, quota_by_vc),
         list(notes),
     )
+    res.encoded = encoded
+    return res
+
+
+@contextmanager
+def encoding_for_store() -> Iterator[None]:
+    """Within it, ``build_result`` also encodes the jobs, attempts and placements tables as
+    the store's Parquet files (``store.encode_table``), in its second thread while it splits
+    the waits, and ``write_result_store`` stages those bytes: at a million jobs ~1.6 s of
+    encoding leaves the writing's wall time on 2 cores. For callers that will write the
+    result (the CLI's ``--out``); others (sweeps) would only pay the encoding."""
+    token = _ENCODE.set(True)
+    try:
+        yield
+    finally:
+        _ENCODE.reset(token)
 
 
 class _Rows:
@@ -326,7 +367,7 @@ def write_result_store(result: ReplayResult, path: str | Path) -> Path:
     (policy, params, seed, quotas), ``vc_quotas.csv`` (the quotas, read back by
     ``vcquota.quotas_for_store``), ``waiting.parquet`` (true causes) and the policy's own
     (``result.artifacts``). Replaces only a store that replay wrote. Returns the store path."""
-    from philly_analyze.store import Store, has_artifact, is_store
+    from philly_analyze.store import Store, has_artifact, is_store  # (duckdb: when writing)
 
     p = Path(path)
     if is_store(p):
@@ -345,15 +386,11 @@ def write_result_store(result: ReplayResult, path: str | Path) -> Path:
     with Store(p) as store, store.batch() as b:
         # The Parquet files are encoded at the same time (Batch.write_many: ~1 s less wall
         # time at a million jobs on 2 cores).
-        rows = b.write_many(
-            {
-                "machines": result.machines,
-                "jobs": result.jobs,
-                "attempts": result.attempts,
-                "placements": result.placements,
-            },
-            files,
-        )
+        tables: dict[str, pa.Table | EncodedTable] = {"machines": result.machines}
+        for name in ("jobs", "attempts", "placements"):
+            data, enc = getattr(result, name), result.encoded.get(name)
+            tables[name] = enc if enc is not None and enc.data is data else data
+        rows = b.write_many(tables, files)
         store.commit(
             b,
             [
