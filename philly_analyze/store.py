@@ -60,6 +60,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from philly_analyze import artifacts, querystop, schemas
+from philly_analyze.cpus import usable_cpus
 from philly_analyze.errors import StoreError, io_failure, one_line, unwritable
 
 STORE_VERSION = 1
@@ -191,7 +192,7 @@ class Batch:
             *((self._write_rows, t, d) for t, d in tables.items()),
             *((self._stage_artifact, n, d) for n, d in artifacts.items()),
         ]
-        workers = max(1, min(len(jobs), threads or _usable_cpus()))
+        workers = max(1, min(len(jobs), threads or usable_cpus()))
         if workers == 1:
             results = [fn(name, data) for fn, name, data in jobs]
         else:
@@ -360,14 +361,6 @@ class Batch:
                 rel = Path("parquet") / table / month / f"{self.batch_id}-{len(out)}.parquet"
                 out.append((table, f, str(rel)))
         return out
-
-
-def _usable_cpus() -> int:
-    """CPUs this process may run on (its affinity; ``os.cpu_count`` where that is unknown)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _row_group_rows(con: duckdb.DuckDBPyConnection) -> int:
