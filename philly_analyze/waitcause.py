@@ -49,8 +49,7 @@ runs of equal cause, integer microseconds).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -349,7 +348,6 @@ def split_waits(
     quota: Mapping[K, float | None] | None,
     with_bounds: bool = False,
     most: MostHeld[K] | None = None,
-    threads: int = 1,
 ) -> WaitSplit:
     """Split waiting intervals ``[a, b)`` (epoch microseconds; empty or reversed intervals
     count 0) of jobs of VC ``key`` needing ``n`` GPUs by cause. ``usage(key)``: the VC's GPUs
@@ -360,8 +358,7 @@ def split_waits(
 
     ``most`` (incomplete data, module docstring): ``steps``/``usage`` are the least held,
     ``most`` the most, ``n`` may be ``UNKNOWN_DEMAND``; a moment whose cause differs between
-    the two is undetermined, and the columns are ``REPORT_CAUSES``. Without it, ``CAUSES``.
-    ``threads``: VCs split at the same time (the result is the same)."""
+    the two is undetermined, and the columns are ``REPORT_CAUSES``. Without it, ``CAUSES``."""
     a = np.asarray(a, np.int64)
     b = np.asarray(b, np.int64)
     n = np.asarray(n, np.int64)
@@ -381,14 +378,7 @@ def split_waits(
     jb = steps.index(b[pos] - 1)
     least = _Locality(steps)
     most_loc = _Locality(most.steps) if most is not None and most.steps is not None else least
-
-    def demands(in_k: np.ndarray) -> Iterator[tuple[int, np.ndarray, int, int]]:
-        """Per demand of a VC's waits: the demand, the waits, the steps they cover."""
-        for nv in np.unique(n[in_k]).tolist():
-            sel = in_k[n[in_k] == nv]
-            yield nv, sel, int(ja[sel].min()), int(jb[sel].max()) + 1
-
-    def split_vc(k: Any) -> None:
+    for k in _unique(key):
         in_k = np.flatnonzero(key == k)
         used = usage(k) if quota is not None else None
         used_most = used
@@ -398,7 +388,9 @@ def split_waits(
         if qk is None and most is None:
             raise ValueError("an unknown quota needs the bounds of incomplete data (most=)")
         q = np.inf if qk is None else float(qk)
-        for nv, sel, lo, hi in demands(in_k):
+        for nv in np.unique(n[in_k]).tolist():
+            sel = in_k[n[in_k] == nv]
+            lo, hi = int(ja[sel].min()), int(jb[sel].max()) + 1
             n_least = 1 if nv == UNKNOWN_DEMAND else nv
             codes = _with_quota(least.codes(n_least, lo, hi), _span(used, lo, hi), n_least, q)
             if qk is None:
@@ -415,28 +407,6 @@ def split_waits(
             idx = pos[sel]
             runs = _Runs(steps.bounds, lo, codes)
             runs.measure(a[idx], b[idx], ja[sel] - lo, jb[sel] - lo, idx, us, first, last)
-
-    vcs = _unique(key)
-    if threads <= 1 or len(vcs) <= 1:
-        for k in vcs:
-            split_vc(k)
-        return WaitSplit(us, first, last, causes)
-    # In threads, a VC each (numpy releases the GIL in its loops; each VC fills its own rows
-    # of the outputs). The locality codes are computed first, over every span asked for, so
-    # that the threads only read them.
-    spans: dict[tuple[bool, int], tuple[int, int]] = {}
-    for k in vcs:
-        for nv, _, lo, hi in demands(np.flatnonzero(key == k)):
-            for on_most, nd in ((False, 1 if nv == UNKNOWN_DEMAND else nv), (True, nv)):
-                if on_most and (most_loc is least or nv == UNKNOWN_DEMAND):
-                    continue
-                was = spans.get((on_most, nd), (lo, hi))
-                spans[on_most, nd] = (min(was[0], lo), max(was[1], hi))
-    for (on_most, nd), (lo, hi) in spans.items():
-        (most_loc if on_most else least).codes(nd, lo, hi)
-    by_size = sorted(vcs, key=lambda k: -int((key == k).sum()))  # the biggest first
-    with ThreadPoolExecutor(threads, thread_name_prefix="split-waits") as pool:
-        list(pool.map(split_vc, by_size))
     return WaitSplit(us, first, last, causes)
 
 

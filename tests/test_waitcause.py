@@ -127,21 +127,16 @@ def test_merged_pieces_keep_totals(seed: int) -> None:
     a = rng.integers(-500, 10_500, rows)
     b = a + rng.integers(-10, 6_000, rows)
     split = split_waits(steps, vc, n, a, b, lambda v: used[v], quota, with_bounds=True)
-    # The VCs split in threads (as the replay does): each wait checked the same way.
-    threaded = split_waits(
-        steps, vc, n, a, b, lambda v: used[v], quota, with_bounds=True, threads=3
-    )
-    for sp in (split, threaded):
-        assert sp.first is not None and sp.last is not None  # with_bounds
-        for r in range(rows):
-            codes = steps.locality_causes(int(n[r]))
-            codes = np.where(used[vc[r]] + n[r] > quota[vc[r]], 0, codes)
-            us, first, last = _brute_split(codes, bounds, int(a[r]), int(b[r]))
-            assert sp.us[r].tolist() == us, r
-            assert sp.us[r].sum() == max(int(b[r] - a[r]), 0)
-            for c in range(4):
-                if us[c]:
-                    assert (sp.first[r, c], sp.last[r, c]) == (first[c], last[c]), (r, c)
+    assert split.first is not None and split.last is not None  # with_bounds
+    for r in range(rows):
+        codes = steps.locality_causes(int(n[r]))
+        codes = np.where(used[vc[r]] + n[r] > quota[vc[r]], 0, codes)
+        us, first, last = _brute_split(codes, bounds, int(a[r]), int(b[r]))
+        assert split.us[r].tolist() == us, r
+        assert split.us[r].sum() == max(int(b[r] - a[r]), 0)
+        for c in range(4):
+            if us[c]:
+                assert (split.first[r, c], split.last[r, c]) == (first[c], last[c]), (r, c)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -240,14 +235,11 @@ def test_two_bounds_of_the_cluster_state() -> None:
     n = np.array([2, 1, 4, 1])
     a = np.array([20, 20, 10, 40]) * S
     b = np.array([45, 45, 20, 45]) * S
-    for threads in (1, 2):  # the VCs one after another or in threads: the same
-        split = split_waits(
-            steps, vc, n, a, b, lambda v: usage[v], {0: 6, 1: 4}, most=most, threads=threads
-        )
-        assert _secs(split, 0) == {"other": 5, "undetermined": 20}
-        assert _secs(split, 1) == {"undetermined": 25}
-        assert _secs(split, 2) == {"fragmentation": 10}
-        assert _secs(split, 3) == {"other": 5}
+    split = split_waits(steps, vc, n, a, b, lambda v: usage[v], {0: 6, 1: 4}, most=most)
+    assert _secs(split, 0) == {"other": 5, "undetermined": 20}
+    assert _secs(split, 1) == {"undetermined": 25}
+    assert _secs(split, 2) == {"fragmentation": 10}
+    assert _secs(split, 3) == {"other": 5}
     # Quota 0 for VC 0: fair-share at both bounds, whatever the cluster held.
     zero = split_waits(steps, vc, n, a, b, lambda v: usage[v], {0: 0, 1: 4}, most=most)
     assert _secs(zero, 0) == {"fair_share": 25}

@@ -105,16 +105,13 @@ def waiting_causes(
     vc: np.ndarray,
     demand: np.ndarray,
     quota: np.ndarray | None,
-    threads: int = 1,
 ) -> WaitSplit:
     """Split each row's wait ``[ready, start)`` by cause (``WaitSplit`` with first/last).
     ``s_idx``/``e_idx``: the steps each row starts and ends at (``cluster_steps``): rows also
     make up the VCs' usage; ``vc``/``demand``: each row's VC index and GPUs; ``quota[v]`` per
-    VC, None without quotas. ``threads``: VCs split at the same time (``split_waits``)."""
+    VC, None without quotas."""
     if quota is None:
-        return _split_waits(
-            steps, vc, demand, ready, start, _no_usage, None, with_bounds=True, threads=threads
-        )
+        return _split_waits(steps, vc, demand, ready, start, _no_usage, None, with_bounds=True)
     held = e_idx > s_idx
     order = np.argsort(vc)  # rows grouped by VC; their order within it does not matter
     order = order[held[order]]
@@ -126,9 +123,7 @@ def waiting_causes(
         return usage_steps(steps, t, np.concatenate([demand[rows], -demand[rows]]))
 
     quotas = {v: int(q) for v, q in enumerate(quota)}
-    return _split_waits(
-        steps, vc, demand, ready, start, usage_of, quotas, with_bounds=True, threads=threads
-    )
+    return _split_waits(steps, vc, demand, ready, start, usage_of, quotas, with_bounds=True)
 
 
 def _no_usage(v: int) -> np.ndarray:

@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from philly_analyze import schemas
-from philly_analyze.cpus import usable_cpus
 from philly_analyze.errors import UserError
 from philly_analyze.sim.cluster import Cluster
 from philly_analyze.sim.core import Trace
@@ -137,9 +136,7 @@ def build_result(
         steps, s_idx, e_idx = cluster_steps(
             cluster.gpus, cluster.rack, rows.start, rows.end, seg_row, seg_server, seg_gpus
         )
-        split = waiting_causes(
-            steps, rows.ready, rows.start, s_idx, e_idx, row_vc, gpus, qarr, usable_cpus()
-        )
+        split = waiting_causes(steps, rows.ready, rows.start, s_idx, e_idx, row_vc, gpus, qarr)
         waiting = _waiting_table(split, ids, rows.job, rows.att_idx)
         attempts, placements, jobs, encoded = made.result()
     ran = rows.ran
