@@ -48,6 +48,7 @@ runs of equal cause, integer microseconds).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -79,6 +80,8 @@ UNKNOWN_DEMAND = -1
 #: usage sums of millions of them stay exact in float64 (``usage_steps``' bincount).
 UNBOUNDED = 1 << 31
 _NO_END = np.iinfo(np.int64).max
+#: Quotas below this compare with integer usage exactly as integers (``_with_quota``).
+_EXACT = 1 << 53
 
 
 @dataclass
@@ -200,47 +203,73 @@ def server_events(
     sorted by server then time. Holdings whose end is not after their start hold nothing."""
     mi, start, end, count = (np.asarray(x, np.int64) for x in (mi, start, end, count))
     keep = end > start
-    mi, start, end, count = mi[keep], start[keep], end[keep], count[keep]
+    if not keep.all():  # (a replay's rows all hold: no copies of millions of them)
+        mi, start, end, count = mi[keep], start[keep], end[keep], count[keep]
     ended = end != _NO_END
-    m = np.concatenate([mi, mi[ended]])
-    tt = np.concatenate([start, end[ended]])
-    d = np.concatenate([count, -count[ended]])
+    if ended.all():
+        m, tt = np.concatenate([mi, mi]), np.concatenate([start, end])
+        d = np.concatenate([count, -count])
+    else:
+        m = np.concatenate([mi, mi[ended]])
+        tt = np.concatenate([start, end[ended]])
+        d = np.concatenate([count, -count[ended]])
     if len(m) == 0:
         return m, tt, d, d.copy()
-    m, tt, d = _sorted_by_server_time(m, tt, d)
-    new = np.r_[True, (m[1:] != m[:-1]) | (tt[1:] != tt[:-1])]
-    first = np.flatnonzero(new)
-    d = np.add.reduceat(d, first)
-    m, tt = m[first], tt[first]
-    nz = d != 0
-    m, tt, d = m[nz], tt[nz], d[nz]
+    m, tt, d = _summed_by_server_time(m, tt, d)
     total = np.cumsum(d)
     # Running sum per server: subtract what the servers before it added.
     srv_first = np.flatnonzero(np.r_[True, m[1:] != m[:-1]]) if len(m) else np.zeros(0, int)
     offset = np.repeat(total[srv_first] - d[srv_first], np.diff(np.r_[srv_first, len(m)]))
-    return m, tt, d, total - offset
+    total -= offset
+    return m, tt, d, total
 
 
-def _sorted_by_server_time(
+def _summed_by_server_time(
     m: np.ndarray, tt: np.ndarray, d: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(m, tt, d)`` ordered by server then time (equal pairs in any order: they are summed).
-    When server, time and change fit in one int64 (a replay's do: 10 bits of server, 46 of
-    microseconds, 5 of change), that number is sorted and taken apart again: a sort of 5M
-    integers instead of an argsort and three gathers (3.9 s to 1 s at a million jobs).
-    Otherwise one key (server, time) is argsorted, or both are lexsorted."""
+    """The changes ``d`` summed per (server ``m``, time ``tt``), ordered by server then time,
+    sums of 0 left out. When server, time and change fit in one int64 (a replay's do: 10 bits
+    of server, 46 of microseconds, 5 of change), that number is sorted and taken apart again:
+    a sort of 5M integers instead of an argsort and three gathers (3.9 s to 1 s at a million
+    jobs); the pairs are told apart by its upper bits and only the sums are decoded (a third
+    as many: fewer passes over fresh memory). Otherwise one key (server, time) is argsorted,
+    or both are lexsorted."""
     t0, span = int(tt.min()), int(tt.max() - tt.min()) + 1
     low = int(np.abs(d).max()).bit_length() + 1
     limit = int(np.iinfo(np.int64).max)
     if (int(m.max()) + 1) * span < limit >> low:
-        packed = ((m * span + (tt - t0)) << low) | (d + (1 << (low - 1)))
+        bias = 1 << (low - 1)
+        # ((m * span + tt - t0) << low) | (d + bias), built in place: 0 <= d + bias < 2**low.
+        packed = m * span
+        packed += tt
+        packed -= t0
+        packed <<= low
+        packed += d
+        packed += bias
         packed.sort()
-        mt = packed >> low
-        return mt // span, mt % span + t0, (packed & ((1 << low) - 1)) - (1 << (low - 1))
-    # Not a stable sort (2.6x faster on 5M keys): equal keys are summed, in any order.
-    fits = int(m.max()) < limit // span
-    order = np.argsort(m * span + (tt - t0)) if fits else np.lexsort((tt, m))
-    return m[order], tt[order], d[order]
+        d = packed & ((1 << low) - 1)
+        d -= bias
+        packed >>= low  # the (server, time) key
+        key: np.ndarray | None = packed
+    else:
+        # Not a stable sort (2.6x faster on 5M keys): equal keys are summed, in any order.
+        fits = int(m.max()) < limit // span
+        order = np.argsort(m * span + (tt - t0)) if fits else np.lexsort((tt, m))
+        m, tt, d = m[order], tt[order], d[order]
+        key = m * span + (tt - t0) if fits else None
+    if key is not None:
+        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    else:
+        first = np.flatnonzero(np.r_[True, (m[1:] != m[:-1]) | (tt[1:] != tt[:-1])])
+    d = np.add.reduceat(d, first)
+    nz = np.flatnonzero(d)
+    d = d[nz]
+    if key is not None:
+        m, tt = np.divmod(key[first[nz]], span)
+        tt += t0
+    else:
+        m, tt = m[first[nz]], tt[first[nz]]
+    return m, tt, d
 
 
 def usage_steps(steps: Steps, tidx: np.ndarray, delta: np.ndarray) -> np.ndarray:
@@ -296,7 +325,17 @@ class _Locality:
 
 
 def _with_quota(codes: np.ndarray, used: np.ndarray | None, nv: int, q: float) -> np.ndarray:
-    return codes if used is None else np.where(used + nv > q, np.int8(FAIR_SHARE), codes)
+    """``codes`` with fair_share where ``used + nv > q`` (a new array: ``codes`` may be a
+    cached one)."""
+    if used is None:
+        return codes
+    if used.dtype.kind in "iu" and math.isfinite(q) and abs(q) < _EXACT:
+        # Integer GPUs: used + nv > q <=> used > floor(q) - nv, compared without converting
+        # a million steps to float per (VC, demand) (a third of split_waits' time).
+        out = codes.copy()
+        out[used > math.floor(q) - nv] = FAIR_SHARE
+        return out
+    return np.where(used + nv > q, np.int8(FAIR_SHARE), codes)
 
 
 def split_waits(
@@ -416,22 +455,32 @@ class _Runs:
     ) -> None:
         """Fill rows ``idx`` of the outputs for waits ``[a, b)`` whose first and last moments
         lie in steps ``ja``/``jb`` (counted from ``lo``)."""
-        rb, n_runs = self.rb, len(self.rs)
+        rb, rc, n_runs = self.rb, self.rc, len(self.rs)
         ia = np.searchsorted(self.rs, ja, side="right") - 1
         ib = np.searchsorted(self.rs, jb, side="right") - 1
-        ridx = np.arange(n_runs)
-        for c in np.unique(self.rc).tolist():
-            on = self.rc == c
-            prefix = np.r_[0, np.cumsum(np.where(on, self.length, 0))]
-            at_b = prefix[ib] + np.where(on[ib], b - rb[ib], 0)
-            us[idx, c] = at_b - (prefix[ia] + np.where(on[ia], a - rb[ia], 0))
+        # The same for every cause: each wait's first and last run, their causes, and the
+        # part of them inside the wait.
+        ca, cb = rc[ia], rc[ib]
+        part_a, part_b = a - rb[ia], b - rb[ib]
+        for c in np.flatnonzero(np.bincount(rc, minlength=us.shape[1])).tolist():
+            on = rc == c
+            prefix = np.zeros(n_runs + 1, np.int64)  # time of cause c before each run
+            np.cumsum(np.where(on, self.length, 0), out=prefix[1:])
+            at_b = prefix[ib]
+            at_b[cb == c] += part_b[cb == c]
+            at_a = prefix[ia]
+            at_a[ca == c] += part_a[ca == c]
+            us[idx, c] = at_b - at_a
             if first is None or last is None:
                 continue
-            nxt = np.minimum.accumulate(np.where(on, ridx, n_runs)[::-1])[::-1]
-            prv = np.maximum.accumulate(np.where(on, ridx, -1))
-            j0, j1 = nxt[ia], prv[ib]
-            ok = (j0 <= ib) & (j1 >= 0)
+            # The runs of cause c: the first at or after each wait's first run, the last at
+            # or before its last run (none between them: k0 > k1).
+            runs_c = np.flatnonzero(on)
+            k0 = np.searchsorted(runs_c, ia)
+            k1 = np.searchsorted(runs_c, ib, side="right") - 1
+            ok = k0 <= k1
+            j0 = runs_c[np.minimum(k0, len(runs_c) - 1)]
+            j1 = runs_c[np.maximum(k1, 0)]
             # j0 == ia: from a itself (step 0 also runs back before its bound).
-            start = np.where(j0 == ia, a, rb[np.minimum(j0, n_runs - 1)])
-            first[idx, c] = np.where(ok, start, 0)
-            last[idx, c] = np.where(ok, np.minimum(b, self.re[np.maximum(j1, 0)]), 0)
+            first[idx, c] = np.where(ok, np.where(j0 == ia, a, rb[j0]), 0)
+            last[idx, c] = np.where(ok, np.minimum(b, self.re[j1]), 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -291,7 +292,7 @@ def _figures(
 def _run_all(names: list[str], run: Any, out: Path | None, quiet: bool, console: Any) -> list:
     """Run each policy (``run(name) -> ReplayResult``), write its store under ``out``."""
     from philly_analyze.progress import reporting, track
-    from philly_analyze.sim.result import write_result_store
+    from philly_analyze.sim.result import encoding_for_store, write_result_store
 
     results = []
     shown: set[str] = set()  # the same note (e.g. jobs left out) is printed once, not per policy
@@ -301,7 +302,9 @@ def _run_all(names: list[str], run: Any, out: Path | None, quiet: bool, console:
         # The same line then says when the result is built (library) and written (here).
         target = None
         with track(f"{name}: replaying", None, unit="count", quiet=quiet) as t, reporting(t):
-            res = run(name)
+            # Written below: the tables are encoded while the result is built.
+            with encoding_for_store() if out is not None else contextlib.nullcontext():
+                res = run(name)
             if out is not None:
                 target = out if len(names) == 1 else out / name
                 t.describe(f"{name}: writing {target}")

@@ -16,6 +16,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
+from philly_analyze.cpus import usable_cpus
 from philly_analyze.errors import UserError
 from philly_analyze.sweep.inputs import LOADED, InputHandle, execute, failed_row
 from philly_analyze.sweep.spec import Task
@@ -33,10 +34,7 @@ LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 def default_workers() -> int:
     """As many workers as the cores this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cpus()
 
 
 # ---------------------------------------------------------------------------- local pool
