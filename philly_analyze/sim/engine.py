@@ -155,12 +155,14 @@ class QueueEngine(BaseEngine):
                 if self.attempt_ended(j, k, self.run_row[j]):
                     self._retry(j, k, now, ready)
             touched = True
-        for ev in loop.pop(now):
-            # Typed locals: compiled (sim.native), an int is unboxed once, not at every use.
-            kind: int = ev[1]
-            if kind == READY:
-                ready.append((now, ev[2], ev[3], ev[4]))
-            # else WAKE: only makes sure this time is visited (``_wake``)
+        heap = loop.heap
+        if heap and heap[0][0] == now:  # (the queue engine puts nothing in the FIFO)
+            for ev in loop.pop(now):
+                # Typed locals: compiled (sim.native), an int is unboxed once, not at every use.
+                kind: int = ev[1]
+                if kind == READY:
+                    ready.append((now, ev[2], ev[3], ev[4]))
+                # else WAKE: only makes sure this time is visited (``_wake``)
         for ai in arrived:  # sequence number = job index: arrivals queue in (submit, id) order
             ready.append((now, ai, ai, 0))
         if len(ready) == 1 and not self.npending:
