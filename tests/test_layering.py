@@ -187,15 +187,21 @@ def test_the_check_finds_the_old_back_edges_in_the_real_modules() -> None:
         assert found == [f"{at} imports {imported}"]
 
 
-def _calls(tree: ast.Module, names: set[str]) -> list[int]:
-    """Lines calling one of ``names`` (``heapq.heappush(...)`` or ``heappush(...)``)."""
+def _uses(tree: ast.Module, names: set[str]) -> list[int]:
+    """Lines that name one of ``names``: a call (``heapq.heappush(...)``, ``heappush(...)``)
+    or a reference kept for later (``_heappush: Final = heapq.heappush``, as the compiled
+    engine keeps them)."""
     out = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            f = node.func
-            called = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
-            if called in names:
-                out.append(node.lineno)
+        named = (
+            node.attr
+            if isinstance(node, ast.Attribute)
+            else node.id
+            if isinstance(node, ast.Name)
+            else None
+        )
+        if named in names:
+            out.append(node.lineno)
     return out
 
 
@@ -210,7 +216,7 @@ def test_one_event_loop_and_one_placement() -> None:
     for name, _, tree in _modules():
         if name in NOT_EVENT_LOOPS:
             continue
-        if _calls(tree, {"heappush", "heappop", "heapreplace", "heappushpop"}):
+        if _uses(tree, {"heappush", "heappop", "heapreplace", "heappushpop"}):
             heap_users.append(name)
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef) and "free" in node.name.lower():
