@@ -201,7 +201,7 @@ def _uses(tree: ast.Module, names: set[str]) -> list[int]:
             else None
         )
         if named in names:
-            out.append(node.lineno)
+            out.append(getattr(node, "lineno", 0))
     return out
 
 
