@@ -71,8 +71,7 @@ class Trace:
 
     def reserve(self, rows: int) -> None:
         """Room for ``rows`` outcomes (-1) at once, so that recording a start need not append
-        one (``record_start``; the queue engine's inline copy relies on it); ``trim`` drops
-        what is left over."""
+        one (``record_start``); ``trim`` drops what is left over."""
         if len(self.outcome) < rows:
             self.outcome.frombytes(b"\xff" * (rows - len(self.outcome)))
 

@@ -39,7 +39,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Final
 
-from philly_analyze.sim.core import PACK_ROW, PACK_SEG, BaseEngine, Trace
+from philly_analyze.sim.core import BaseEngine, Trace
 from philly_analyze.sim.events import NEVER as INF
 from philly_analyze.sim.events import Deadlines
 from philly_analyze.sim.placement import FreeState, Placement
@@ -119,8 +119,6 @@ class QueueEngine(BaseEngine):
         self.relax_at = Deadlines()
         self.wake_at = -1
         self._sfail = 0
-        #: Rows recorded in the trace so far.
-        self.nrows = 0
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> Trace:
@@ -194,7 +192,6 @@ class QueueEngine(BaseEngine):
             if relax_at:
                 self._wake(now)
         else:
-            loop = self.loop
             nxt = loop.next_arrival
             if nxt < len(loop.arrivals) and loop.arrivals[nxt] < loop.next_event():
                 self._arrive_while_full(now)
@@ -458,21 +455,7 @@ class QueueEngine(BaseEngine):
         else:
             racks = 1 if self.one_rack else len({self.rack[m] for m, _ in pl})
             end = now + round(intr * self.model.factor(n, len(pl), racks))
-        # Trace.record_start, inline (this runs at every start; ``run`` reserved the outcomes).
-        tr = self.trace
-        row = self.nrows
-        self.nrows = row + 1
-        m0, g0 = pl[0]
-        n0 = len(g0)
-        tr.rows.frombytes(
-            PACK_ROW(j, k, ready, now, end, len(pl), intr, m0, n0, g0[0] if n0 == 1 else -1)
-        )
-        if n0 > 1:
-            tr.seg_gpus.extend(g0)
-        for i in range(1, len(pl)):
-            m, g = pl[i]
-            tr.seg.frombytes(PACK_SEG(row, m, len(g)))
-            tr.seg_gpus.extend(g)
+        row = self.trace.record_start(j, k, ready, now, end, pl, intr)
         self.run_pl[j] = pl
         self.run_row[j] = row
         self.started[j] = k

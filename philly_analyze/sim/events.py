@@ -185,18 +185,12 @@ class EventLoop(Generic[T]):
         """Call ``on_time(now, arrived)`` at each event time before ``until``, in time order,
         until no event is left or a handler calls ``stop``. ``arrived``: the indices of the
         arrivals due at ``now`` (always empty without ``wake_on_arrivals``)."""
-        heap, fifo, arrivals, group_times = self.heap, self.fifo, self.arrivals, self.group_times
+        arrivals = self.arrivals
         n_arr = len(arrivals) if self.wake else 0
         self._stop = False
-        # The next time and the arrivals due then, found inline: this runs once per event time.
+        # Once per event time: the next event's time, or the next arrival's if no later.
         while True:
-            t: T | int = NEVER
-            if heap:
-                t = heap[0][0]
-            if fifo and fifo[0][0] < t:
-                t = fifo[0][0]
-            if group_times and group_times[0] < t:
-                t = group_times[0]
+            t = self.next_event()
             lo = self.next_arrival
             if lo < n_arr and arrivals[lo] <= t:
                 t = arrivals[lo]

@@ -121,9 +121,7 @@ class FreeState:
                     if f > n:
                         _insort(b[f - n], i)
                     self.free[i] = f - n
-                    if f == self.largest and self.size[i] == f:
-                        w = self.whole[self.rack[i]]
-                        del w[_bisect_left(w, i)]
+                    self._taken_from(i, f)
                     self.free_total -= n
                     return [(i, gpus)]
             return None
@@ -139,7 +137,7 @@ class FreeState:
         if n > self.free_total:
             return None
         out: Placement = []
-        buckets, free, free_gpus, size = self.buckets, self.free, self.free_gpus, self.size
+        buckets, free, free_gpus = self.buckets, self.free, self.free_gpus
         largest = self.largest
         left = n
         for f in range(largest, 0, -1):
@@ -153,9 +151,7 @@ class FreeState:
                 out.append((i, free_gpus[i]))
                 free_gpus[i] = []
                 free[i] = 0
-                if f == largest and size[i] == largest:
-                    w = self.whole[self.rack[i]]
-                    del w[_bisect_left(w, i)]
+                self._taken_from(i, f)
             del b[:whole]
             left -= whole * f
             if left and b and left < f:
@@ -167,9 +163,7 @@ class FreeState:
                 del b[0]
                 _insort(buckets[f - left], i)
                 free[i] = f - left
-                if f == largest and size[i] == largest:
-                    w = self.whole[self.rack[i]]
-                    del w[_bisect_left(w, i)]
+                self._taken_from(i, f)
                 left = 0
             if not left:
                 break
@@ -180,7 +174,7 @@ class FreeState:
         """Take the chosen GPUs, moving each server to its new free-count bucket (inline:
         relaxed placements touch many servers)."""
         out: Placement = []
-        buckets, free, largest, free_gpus = self.buckets, self.free, self.largest, self.free_gpus
+        buckets, free, free_gpus = self.buckets, self.free, self.free_gpus
         for i, take in choice:
             fg = free_gpus[i]
             gpus = fg[:take]
@@ -192,12 +186,17 @@ class FreeState:
             if new:
                 _insort(buckets[new], i)
             free[i] = new
-            if old == largest and self.size[i] == largest:
-                w = self.whole[self.rack[i]]
-                del w[_bisect_left(w, i)]
+            self._taken_from(i, old)
             out.append((i, gpus))
         self.free_total -= n
         return out
+
+    def _taken_from(self, i: int, had: int) -> None:
+        """GPUs were taken from server ``i``, which had ``had`` free: if it was wholly free
+        (a largest-size server with all its GPUs free), it no longer is."""
+        if had == self.largest and self.size[i] == had:
+            w = self.whole[self.rack[i]]
+            del w[_bisect_left(w, i)]
 
     def _strict(self, n: int) -> list[tuple[int, int]] | None:
         largest = self.largest
