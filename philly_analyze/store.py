@@ -168,8 +168,7 @@ class Batch:
     def write(self, table: str, data: pa.Table | dict[str, Any]) -> int:
         """Append rows to ``table`` (conformed to its physical schema). Returns rows written."""
         n = self._write_rows(table, data)
-        if n:
-            self.rows[table] = self.rows.get(table, 0) + n
+        self._count(table, n)
         return n
 
     def write_many(
@@ -203,11 +202,9 @@ class Batch:
         written: dict[str, int] = {}
         for table, n in zip(tables, results[: len(tables)], strict=True):
             written[table] = n
-            if n:
-                self.rows[table] = self.rows.get(table, 0) + n
+            self._count(table, n)
         for name in artifacts:
-            if name not in self.artifacts:
-                self.artifacts.append(name)
+            self._list_artifact(name)
         return written
 
     def _write_rows(self, table: str, data: pa.Table | dict[str, Any] | EncodedTable) -> int:
@@ -287,6 +284,15 @@ class Batch:
         files, a dict of the declared fields for JSON ones), published by ``Store.commit``
         with the batch's tables; it replaces the store's file of that name."""
         self._stage_artifact(name, data)
+        self._list_artifact(name)
+
+    def _count(self, table: str, n: int) -> None:
+        """``n`` rows of ``table`` were written (the bookkeeping of ``write``)."""
+        if n:
+            self.rows[table] = self.rows.get(table, 0) + n
+
+    def _list_artifact(self, name: str) -> None:
+        """The file ``name`` was staged (the bookkeeping of ``write_artifact``)."""
         if name not in self.artifacts:
             self.artifacts.append(name)
 
